@@ -1,0 +1,98 @@
+// dlock/client.hpp
+//
+// dlock::client owns the connections to Redis and one background I/O thread that drives them.
+// Create one per process (or per Redis deployment) and share it: it is thread-safe, and many
+// threads issuing commands at once share one connection through auto-pipelining.
+//
+//   dlock::client c{"redis://127.0.0.1:6379"};
+//   c.command({"SET", "greeting", "hello"});
+//   std::string v = c.command({"GET", "greeting"}).str;
+//
+// Lifetime: destroying the client stops its I/O thread; requests still queued complete with
+// errc::client_stopped. Do not destroy a client from inside one of its own callbacks.
+#pragma once
+
+#include <functional>
+#include <future>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "dlock/error.hpp"
+#include "dlock/options.hpp"
+#include "dlock/reply.hpp"
+#include "dlock/script.hpp"
+#include "dlock/subscription.hpp"
+
+namespace dlock {
+
+// Completion of an asynchronous request. On failure `ec` is set and `r` is an error reply whose
+// text describes the failure (for errc::server_error, the server's own message).
+using reply_handler = std::function<void(std::error_code ec, reply r)>;
+
+class client {
+ public:
+  // client::client(url)
+  // Parses `url` (see dlock/options.hpp for the forms) and starts connecting in the background.
+  // Throws dlock::error(errc::invalid_argument) for a malformed URL. Does not wait for the server:
+  // an unreachable server shows up as errors of the first requests.
+  explicit client(std::string_view url);
+  explicit client(client_options options);
+  ~client();
+
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  // client::command()
+  // Sends one command and blocks until its reply. Returns the reply. Throws dlock::error:
+  //   errc::server_error    Redis answered with an error; what() holds its message;
+  //   errc::timeout         no reply within options().request_timeout;
+  //   errc::connection_lost the connection died with the command in flight (it may have run);
+  //   errc::connect_failed, connect_timeout, tls_failed, auth_failed: Redis cannot be reached
+  //                         (the command was not sent);
+  //   errc::invalid_argument for an empty command; errc::client_stopped.
+  // Thread-safe.
+  reply command(std::initializer_list<std::string_view> args);
+  reply command(std::span<const std::string_view> args);
+  reply command(const std::vector<std::string>& args);
+
+  // client::async_command()
+  // Queues one command; `done` runs exactly once, on the client's I/O thread (it must not block),
+  // or on the calling thread if the command fails before being queued. The future variant
+  // rethrows the errors of command() from get().
+  void async_command(std::span<const std::string_view> args, reply_handler done);
+  void async_command(std::initializer_list<std::string_view> args, reply_handler done);
+  std::future<reply> async_command(std::initializer_list<std::string_view> args);
+  std::future<reply> async_command(std::span<const std::string_view> args);
+
+  // client::eval()
+  // Runs `s` with EVALSHA, and with EVAL if the server does not have it cached. Errors as for
+  // command(). Thread-safe.
+  reply eval(const script& s, std::initializer_list<std::string_view> keys,
+             std::initializer_list<std::string_view> args);
+  reply eval(const script& s, std::span<const std::string_view> keys,
+             std::span<const std::string_view> args);
+  void async_eval(const script& s, std::span<const std::string_view> keys,
+                  std::span<const std::string_view> args, reply_handler done);
+
+  // client::subscribe()
+  // Listens on `channel` until the returned subscription is destroyed. `on_message` gets each
+  // payload; `on_subscribed` runs when the server has confirmed the subscription and again after
+  // each reconnect (messages published while disconnected are lost; re-check state then). Both
+  // run on the I/O thread and must not block. Throws dlock::error(errc::invalid_argument) for an
+  // empty channel name.
+  subscription subscribe(std::string channel, std::function<void(std::string_view)> on_message,
+                         std::function<void()> on_subscribed = {});
+
+  const client_options& options() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,9 @@
+// dlock/dlock.hpp: everything public.
+#pragma once
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "dlock/options.hpp"
+#include "dlock/reply.hpp"
+#include "dlock/script.hpp"
+#include "dlock/subscription.hpp"

@@ -1,0 +1,457 @@
+#include "net/connection.hpp"
+
+#include <cstring>
+
+#include "dlock/error.hpp"
+
+namespace dlock::net {
+namespace {
+
+constexpr std::size_t initial_read_buffer = 16 * 1024;
+
+bool starts_with(const std::string& s, std::string_view prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+}  // namespace
+
+connection::connection(asio::io_context& io, const client_options& options,
+                       std::shared_ptr<asio::ssl::context> tls_context, mode m)
+    : io_(io),
+      options_(options),
+      tls_context_(std::move(tls_context)),
+      mode_(m),
+      read_buffer_(initial_read_buffer),
+      connect_timer_(io),
+      reconnect_timer_(io),
+      timeout_timer_(io),
+      health_timer_(io),
+      backoff_(options.reconnect_delay_min, options.reconnect_delay_max),
+      jitter_(std::random_device{}()) {}
+
+connection::~connection() = default;
+
+void connection::start() {
+  asio::post(io_, [self = shared_from_this()] { self->connect(); });
+}
+
+void connection::stop() {
+  if (stop_requested_.exchange(true)) return;
+  asio::post(io_, [self = shared_from_this()] { self->do_stop(); });
+}
+
+void connection::do_stop() {
+  ++generation_;
+  if (transport_) transport_->close();
+  connect_timer_.cancel();
+  reconnect_timer_.cancel();
+  timeout_timer_.cancel();
+  health_timer_.cancel();
+  finished_list failed;
+  {
+    std::lock_guard lock(mutex_);
+    state_ = state::stopped;
+    queue_.fail_all(make_error_code(errc::client_stopped), "the client was stopped", failed);
+  }
+  for (auto& f : failed)
+    f.run();
+}
+
+void connection::send(std::span<const std::string_view> args, completion done,
+                      std::chrono::milliseconds timeout) {
+  const auto deadline = clock::now() + timeout;
+  bool kick_writer = false;
+  bool rearm_timer = false;
+  bool connect_now = false;
+  std::error_code refused;
+  std::string refused_detail;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ == state::stopped) {
+      refused = make_error_code(errc::client_stopped);
+      refused_detail = "the client was stopped";
+    } else if (state_ == state::waiting_to_reconnect &&
+               clock::now() - last_attempt_ < options_.reconnect_delay_min) {
+      refused = last_error_;
+      refused_detail = last_error_detail_;
+    } else {
+      if (state_ == state::waiting_to_reconnect) {
+        // Someone needs the server now: try at once rather than fail until the backoff timer
+        // fires. Attempts stay at least reconnect_delay_min apart.
+        state_ = state::connecting;
+        connect_now = true;
+      }
+      queue_.push(args, std::move(done), deadline);
+      if (deadline < armed_deadline_) {
+        armed_deadline_ = deadline;
+        rearm_timer = true;
+      }
+      if (state_ == state::ready && !write_scheduled_) {
+        write_scheduled_ = true;
+        kick_writer = true;
+      }
+    }
+  }
+  if (refused) {
+    if (done) done(refused, reply::make_error(refused_detail));
+    return;
+  }
+  if (kick_writer || rearm_timer || connect_now) {
+    asio::post(io_, [self = shared_from_this(), kick_writer, rearm_timer, connect_now] {
+      if (rearm_timer) self->arm_timeout_timer();
+      if (kick_writer) self->write();
+      if (connect_now) {
+        self->reconnect_timer_.cancel();
+        self->connect();
+      }
+    });
+  }
+}
+
+void connection::send_unmatched(std::span<const std::string_view> args) {
+  std::string encoded;
+  resp::append_command(encoded, args);
+  bool kick_writer = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ == state::stopped) return;
+    queue_.push_unmatched(encoded);
+    if (state_ == state::ready && !write_scheduled_) {
+      write_scheduled_ = true;
+      kick_writer = true;
+    }
+  }
+  if (kick_writer) asio::post(io_, [self = shared_from_this()] { self->write(); });
+}
+
+// --- connecting --------------------------------------------------------------------------------
+
+void connection::connect() {
+  if (stop_requested_) return;
+  const std::uint64_t generation = ++generation_;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ == state::stopped) return;
+    state_ = state::connecting;
+    last_attempt_ = clock::now();
+  }
+  parser_.reset();
+  read_filled_ = 0;
+  write_buffer_.clear();
+  writing_ = false;
+  received_since_tick_ = false;
+  ping_outstanding_ = false;
+
+  transport_ = std::make_shared<transport>(io_, options_, tls_context_);
+  connect_timer_.expires_after(options_.connect_timeout);
+  connect_timer_.async_wait([self = shared_from_this(), generation](std::error_code ec) {
+    if (ec || generation != self->generation_) return;
+    self->on_connect_failed(
+        make_error_code(errc::connect_timeout),
+        "no connection within " + std::to_string(self->options_.connect_timeout.count()) + " ms");
+  });
+  transport_->async_connect([self = shared_from_this(), generation, t = transport_](
+                                std::error_code ec, std::string detail) {
+    if (generation != self->generation_) return;
+    if (ec) return self->on_connect_failed(ec, detail);
+    self->on_transport_connected(generation);
+  });
+}
+
+void connection::on_transport_connected(std::uint64_t generation) {
+  // The handshake: AUTH, SELECT, CLIENT SETNAME, pipelined, before any user command.
+  std::string bytes;
+  handshake_is_auth_.clear();
+  if (!options_.password.empty()) {
+    if (options_.username.empty()) {
+      resp::append_command(bytes, {"AUTH", options_.password});
+    } else {
+      resp::append_command(bytes, {"AUTH", options_.username, options_.password});
+    }
+    handshake_is_auth_.push_back(true);
+  }
+  if (options_.database != 0) {
+    const std::string db = std::to_string(options_.database);
+    resp::append_command(bytes, {"SELECT", db});
+    handshake_is_auth_.push_back(false);
+  }
+  // Always at least one command, so a server that wants AUTH we lack says NOAUTH right here.
+  resp::append_command(
+      bytes, {"CLIENT", "SETNAME", options_.client_name.empty() ? "dlock" : options_.client_name});
+  handshake_is_auth_.push_back(false);
+  handshake_remaining_ = handshake_is_auth_.size();
+  handshake_error_ = {};
+  handshake_error_detail_.clear();
+
+  write_buffer_ = std::move(bytes);
+  writing_ = true;
+  read();
+  transport_->async_write(
+      asio::buffer(write_buffer_),
+      [self = shared_from_this(), generation, t = transport_](std::error_code ec, std::size_t) {
+        if (generation != self->generation_) return;
+        self->writing_ = false;
+        self->write_buffer_.clear();
+        if (ec) {
+          return self->on_connect_failed(make_error_code(errc::connect_failed),
+                                         "handshake write failed: " + ec.message());
+        }
+        // Replies may have beaten this completion; then on_ready() left the
+        // queued requests for us.
+        self->write();
+      });
+}
+
+void connection::on_handshake_reply(reply r) {
+  const std::size_t index = handshake_is_auth_.size() - handshake_remaining_;
+  --handshake_remaining_;
+  if (r.is_error() && !handshake_error_) {
+    const bool auth_problem = handshake_is_auth_[index] || starts_with(r.str, "NOAUTH") ||
+                              starts_with(r.str, "WRONGPASS");
+    const bool is_setname = index + 1 == handshake_is_auth_.size();
+    if (auth_problem || !is_setname) {
+      // A refused SELECT also stops us: commands would otherwise land in the wrong database.
+      handshake_error_ = make_error_code(errc::auth_failed);
+      handshake_error_detail_ = r.str;
+    }
+  }
+  if (handshake_remaining_ > 0) return;
+  if (handshake_error_) return on_connect_failed(handshake_error_, handshake_error_detail_);
+  on_ready();
+}
+
+void connection::on_ready() {
+  connect_timer_.cancel();
+  backoff_.reset();
+  bool kick_writer = false;
+  {
+    std::lock_guard lock(mutex_);
+    state_ = state::ready;
+    if (queue_.has_unwritten() && !write_scheduled_) {
+      write_scheduled_ = true;
+      kick_writer = true;
+    }
+  }
+  arm_health_timer();
+  if (on_link_) on_link_(true);
+  if (kick_writer) write();
+}
+
+void connection::on_connect_failed(std::error_code ec, const std::string& detail) {
+  ++generation_;
+  if (transport_) transport_->close();
+  connect_timer_.cancel();
+  const std::string message = options_.endpoint() + ": " + detail;
+  finished_list failed;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ == state::stopped) return;
+    state_ = state::waiting_to_reconnect;
+    last_error_ = ec;
+    last_error_detail_ = message;
+    write_scheduled_ = false;
+    // Nothing of these reached the server, but their callers should hear that it is unreachable
+    // now rather than wait out a reconnect that may never succeed.
+    queue_.fail_all(ec, message, failed);
+  }
+  for (auto& f : failed)
+    f.run();
+
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  auto delay = backoff_.next(unit(jitter_));
+  if (delay.count() == 0) delay = options_.reconnect_delay_min;  // never spin on a dead server
+  reconnect_timer_.expires_after(delay);
+  reconnect_timer_.async_wait(
+      [self = shared_from_this(), generation = generation_](std::error_code e) {
+        // A request may have started an attempt already (see send()).
+        if (!e && generation == self->generation_) self->connect();
+      });
+}
+
+void connection::on_link_error(std::error_code ec, const std::string& detail) {
+  ++generation_;
+  if (transport_) transport_->close();
+  health_timer_.cancel();
+  finished_list failed;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ == state::stopped) return;
+    state_ = state::connecting;
+    write_scheduled_ = false;
+    queue_.fail_written(ec, "connection to " + options_.endpoint() + " lost: " + detail, failed);
+    if (mode_ == mode::push) {
+      // Stale SUBSCRIBE/UNSUBSCRIBE bytes; the link handler sends the full set when back up.
+      finished_list none;
+      queue_.fail_all(ec, detail, none);
+    }
+  }
+  for (auto& f : failed)
+    f.run();
+  if (on_link_) on_link_(false);
+
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const auto delay = backoff_.next(unit(jitter_));
+  if (delay.count() == 0) return connect();
+  reconnect_timer_.expires_after(delay);
+  reconnect_timer_.async_wait([self = shared_from_this()](std::error_code e) {
+    if (!e) self->connect();
+  });
+}
+
+// --- reading and writing -----------------------------------------------------------------------
+
+void connection::read() {
+  if (read_filled_ == read_buffer_.size()) read_buffer_.resize(read_buffer_.size() * 2);
+  transport_->async_read_some(
+      asio::buffer(read_buffer_.data() + read_filled_, read_buffer_.size() - read_filled_),
+      [self = shared_from_this(), generation = generation_, t = transport_](std::error_code ec,
+                                                                            std::size_t n) {
+        if (generation != self->generation_) return;
+        if (ec) {
+          const bool handshaking = self->handshake_remaining_ > 0;
+          const std::string detail =
+              ec == asio::error::eof ? "server closed the connection" : ec.message();
+          if (handshaking)
+            return self->on_connect_failed(make_error_code(errc::connect_failed), detail);
+          return self->on_link_error(make_error_code(errc::connection_lost), detail);
+        }
+        self->on_read(n);
+      });
+}
+
+void connection::on_read(std::size_t n) {
+  const std::uint64_t generation = generation_;
+  received_since_tick_ = true;
+  read_filled_ += n;
+
+  std::vector<reply> replies;
+  std::size_t offset = 0;
+  while (offset < read_filled_) {
+    const std::size_t used =
+        parser_.parse(std::string_view(read_buffer_.data() + offset, read_filled_ - offset));
+    offset += used;
+    if (parser_.failed()) {
+      const std::string detail = "invalid reply from server: " + parser_.error_message();
+      if (handshake_remaining_ > 0) {
+        return on_connect_failed(make_error_code(errc::protocol_error), detail);
+      }
+      return on_link_error(make_error_code(errc::protocol_error), detail);
+    }
+    if (parser_.done()) {
+      replies.push_back(parser_.take());
+    } else if (used == 0) {
+      break;
+    }
+  }
+  if (offset > 0) {
+    std::memmove(read_buffer_.data(), read_buffer_.data() + offset, read_filled_ - offset);
+    read_filled_ -= offset;
+  }
+
+  std::size_t first_user_reply = 0;
+  while (handshake_remaining_ > 0 && first_user_reply < replies.size()) {
+    on_handshake_reply(std::move(replies[first_user_reply++]));
+    if (generation != generation_) return;  // the handshake failed and the link was closed
+  }
+
+  if (mode_ == mode::push) {
+    for (std::size_t i = first_user_reply; i < replies.size(); ++i) {
+      if (on_push_) on_push_(std::move(replies[i]));
+    }
+  } else if (first_user_reply < replies.size()) {
+    finished_list done;
+    bool unexpected = false;
+    {
+      std::lock_guard lock(mutex_);
+      for (std::size_t i = first_user_reply; i < replies.size() && !unexpected; ++i) {
+        unexpected = !queue_.match(std::move(replies[i]), done);
+      }
+    }
+    for (auto& f : done)
+      f.run();
+    if (unexpected) {
+      return on_link_error(make_error_code(errc::protocol_error), "reply without a request");
+    }
+  }
+  if (generation == generation_) read();
+}
+
+void connection::write() {
+  if (writing_) return;  // the running write's completion comes back here
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ != state::ready || !queue_.has_unwritten()) {
+      write_scheduled_ = false;
+      return;
+    }
+    queue_.take_unwritten(write_buffer_);
+  }
+  writing_ = true;
+  transport_->async_write(
+      asio::buffer(write_buffer_), [self = shared_from_this(), generation = generation_,
+                                    t = transport_](std::error_code ec, std::size_t) {
+        if (generation != self->generation_) return;
+        self->writing_ = false;
+        self->write_buffer_.clear();
+        if (ec) return self->on_link_error(make_error_code(errc::connection_lost), ec.message());
+        self->write();
+      });
+}
+
+// --- timers ------------------------------------------------------------------------------------
+
+void connection::arm_timeout_timer() {
+  clock::time_point deadline;
+  {
+    std::lock_guard lock(mutex_);
+    deadline = armed_deadline_;
+  }
+  if (deadline == clock::time_point::max()) return;
+  timeout_timer_.expires_at(deadline);
+  timeout_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+    if (ec != asio::error::operation_aborted) self->on_timeout_timer();
+  });
+}
+
+void connection::on_timeout_timer() {
+  finished_list expired;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ == state::stopped) return;
+    queue_.expire(clock::now(), expired);
+    armed_deadline_ = queue_.next_deadline().value_or(clock::time_point::max());
+  }
+  for (auto& f : expired)
+    f.run();
+  arm_timeout_timer();
+}
+
+void connection::arm_health_timer() {
+  if (options_.health_check_interval.count() <= 0) return;
+  health_timer_.expires_after(options_.health_check_interval);
+  health_timer_.async_wait(
+      [self = shared_from_this(), generation = generation_](std::error_code ec) {
+        if (!ec && generation == self->generation_) self->on_health_tick();
+      });
+}
+
+void connection::on_health_tick() {
+  if (received_since_tick_) {
+    received_since_tick_ = false;
+    ping_outstanding_ = false;
+  } else if (ping_outstanding_) {
+    return on_link_error(make_error_code(errc::connection_lost),
+                         "no reply to the health-check PING");
+  } else {
+    ping_outstanding_ = true;
+    static constexpr std::string_view ping[] = {"PING"};
+    if (mode_ == mode::push) {
+      send_unmatched(ping);
+    } else {
+      send(ping, nullptr, options_.health_check_interval);
+    }
+  }
+  arm_health_timer();
+}
+
+}  // namespace dlock::net

@@ -1,0 +1,141 @@
+// src/net/connection.hpp
+//
+// One multiplexed link to one Redis server: "how to talk to a server". It does not know which
+// server it should be (that is the topology layer's job) nor what the commands mean.
+//
+// Threads: any thread may call send(); everything else happens on the client's I/O thread, which
+// owns the socket, the parser and the timers. Completions run on the I/O thread and must not block.
+//
+// Auto-pipelining: send() encodes into a shared buffer under a mutex and wakes the I/O thread only
+// when no write is under way. Everything queued while a write is in flight goes out in the next
+// single write, so N threads issuing commands cost about one syscall per batch, not per command.
+//
+// Connection states (user-visible through send()):
+//
+//   connecting --handshake ok--> ready --socket error / dead health check--> connecting
+//       |                                 (written requests fail: connection_lost;
+//       |                                  unwritten ones wait for the next connection)
+//       +--refused / timeout / auth refused--> waiting_to_reconnect --backoff delay--> connecting
+//                (queued requests fail with that error. A new request starts the next attempt at
+//                 once if the last began reconnect_delay_min ago or more, and waits for it;
+//                 otherwise it fails at once with the last error.)
+//   any state --stop()--> stopped (everything fails with client_stopped)
+#pragma once
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dlock/options.hpp"
+#include "net/backoff.hpp"
+#include "net/request_queue.hpp"
+#include "net/transport.hpp"
+#include "resp/codec.hpp"
+
+namespace dlock::net {
+
+class connection : public std::enable_shared_from_this<connection> {
+ public:
+  enum class mode {
+    request_reply,  // each reply answers the oldest request
+    push,           // pub/sub: every message goes to the push handler
+  };
+  // Push mode: a message (an array such as ["message", channel, payload]).
+  using push_handler = std::function<void(reply message)>;
+  // Called on the I/O thread with true when the link becomes ready (after every reconnect) and
+  // with false when it is lost.
+  using link_handler = std::function<void(bool up)>;
+
+  // `options` must outlive the connection (the client owns both).
+  connection(asio::io_context& io, const client_options& options,
+             std::shared_ptr<asio::ssl::context> tls_context, mode m = mode::request_reply);
+  ~connection();
+
+  // Set before start(); run on the I/O thread.
+  void set_push_handler(push_handler h) { on_push_ = std::move(h); }
+  void set_link_handler(link_handler h) { on_link_ = std::move(h); }
+
+  // Begins connecting. Call once.
+  void start();
+
+  // Closes the link for good: every queued request completes with errc::client_stopped. Safe from
+  // any thread, idempotent; it takes effect on the I/O thread.
+  void stop();
+
+  // Queues one command. `done` runs exactly once, on the I/O thread (or on the calling thread
+  // when the request fails before being queued: stopped, or waiting to reconnect).
+  void send(std::span<const std::string_view> args, completion done,
+            std::chrono::milliseconds timeout);
+
+  // Push mode: queues a command whose answers arrive as push messages. Dropped if the link is
+  // lost before it is written; the link handler is told, so the caller can send again.
+  void send_unmatched(std::span<const std::string_view> args);
+
+  const client_options& options() const noexcept { return options_; }
+
+ private:
+  enum class state { connecting, ready, waiting_to_reconnect, stopped };
+
+  // All on the I/O thread.
+  void connect();
+  void on_transport_connected(std::uint64_t generation);
+  void on_handshake_reply(reply r);
+  void on_ready();
+  void on_connect_failed(std::error_code ec, const std::string& detail);
+  void on_link_error(std::error_code ec, const std::string& detail);
+  void read();
+  void on_read(std::size_t n);
+  void write();
+  void arm_timeout_timer();
+  void on_timeout_timer();
+  void arm_health_timer();
+  void on_health_tick();
+  void do_stop();
+
+  asio::io_context& io_;
+  const client_options& options_;
+  std::shared_ptr<asio::ssl::context> tls_context_;
+  const mode mode_;
+  push_handler on_push_;
+  link_handler on_link_;
+
+  // Shared with user threads, guarded by mutex_.
+  std::mutex mutex_;
+  state state_ = state::connecting;
+  request_queue queue_;
+  bool write_scheduled_ = false;  // the I/O thread will write, or is writing, the queue
+  clock::time_point armed_deadline_ = clock::time_point::max();
+  clock::time_point last_attempt_{};  // when the last connect attempt began
+  std::error_code last_error_;
+  std::string last_error_detail_;
+
+  // I/O thread only.
+  std::uint64_t generation_ = 0;  // bumps on every new link; stale callbacks compare and leave
+  std::shared_ptr<transport> transport_;
+  resp::parser parser_;
+  std::vector<char> read_buffer_;
+  std::size_t read_filled_ = 0;
+  std::string write_buffer_;  // owned by the write in flight while writing_
+  bool writing_ = false;
+  std::size_t handshake_remaining_ = 0;
+  std::vector<bool> handshake_is_auth_;
+  std::error_code handshake_error_;
+  std::string handshake_error_detail_;
+  asio::steady_timer connect_timer_;
+  asio::steady_timer reconnect_timer_;
+  asio::steady_timer timeout_timer_;
+  asio::steady_timer health_timer_;
+  bool received_since_tick_ = false;
+  bool ping_outstanding_ = false;
+  backoff backoff_;
+  std::minstd_rand jitter_;
+  std::atomic<bool> stop_requested_{false};
+};
+
+}  // namespace dlock::net

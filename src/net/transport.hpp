@@ -1,0 +1,55 @@
+// src/net/transport.hpp
+//
+// The byte stream under a connection: TCP, TLS over TCP, or a unix socket, behind one set of
+// asynchronous operations. Which one is decided by client_options; the connection above never
+// asks. Everything here runs on the client's I/O thread.
+#pragma once
+
+#include <asio.hpp>
+#include <asio/ssl.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+
+#include "dlock/options.hpp"
+
+namespace dlock::net {
+
+// Makes the TLS context for `tls` (CA file or system paths, client certificate, verification).
+// Throws dlock::error(errc::invalid_argument) when a file cannot be loaded.
+std::shared_ptr<asio::ssl::context> make_tls_context(const tls_options& tls);
+
+class transport {
+ public:
+  using handler = std::function<void(std::error_code, std::size_t)>;
+  using connect_handler = std::function<void(std::error_code ec, std::string detail)>;
+
+  transport(asio::io_context& io, const client_options& options,
+            std::shared_ptr<asio::ssl::context> tls_context);
+
+  // Resolves, connects and (for TLS) handshakes. On failure `ec` is errc::connect_failed or
+  // errc::tls_failed and `detail` says why.
+  void async_connect(connect_handler done);
+
+  void async_read_some(asio::mutable_buffer buffer, handler done);
+  void async_write(asio::const_buffer buffer, handler done);
+
+  // Closes the socket; pending operations complete with asio::error::operation_aborted.
+  void close() noexcept;
+
+ private:
+  using tcp = asio::ip::tcp;
+  using tls_stream = asio::ssl::stream<tcp::socket>;
+  using unix_socket = asio::local::stream_protocol::socket;
+
+  tcp::socket& tcp_socket();
+
+  asio::io_context& io_;
+  const client_options& options_;
+  std::shared_ptr<asio::ssl::context> tls_context_;
+  tcp::resolver resolver_;
+  std::variant<tcp::socket, std::unique_ptr<tls_stream>, unix_socket> stream_;
+};
+
+}  // namespace dlock::net

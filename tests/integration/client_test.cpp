@@ -1,0 +1,194 @@
+// The client against a real redis-server: replies, ordering under concurrency, scripts.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <latch>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/embedded_scripts.hpp"
+#include "support/redis_fixture.hpp"
+
+namespace dlock {
+namespace {
+
+using test::redis_server;
+using test::unique_key;
+
+class ClientTest : public ::testing::Test {
+ protected:
+  redis_server server;
+  client c{server.url()};
+};
+
+TEST_F(ClientTest, RepliesOfEveryType) {
+  const std::string key = unique_key("k");
+  EXPECT_EQ(c.command({"SET", key, "v"}), reply::make_simple("OK"));
+  EXPECT_EQ(c.command({"GET", key}), reply::make_bulk("v"));
+  EXPECT_TRUE(c.command({"GET", unique_key("missing")}).is_nil());
+  EXPECT_EQ(c.command({"INCR", unique_key("n")}), reply::make_integer(1));
+  const std::string list = unique_key("list");
+  c.command({"RPUSH", list, "a", "b"});
+  EXPECT_EQ(c.command({"LRANGE", list, "0", "-1"}),
+            reply::make_array({reply::make_bulk("a"), reply::make_bulk("b")}));
+}
+
+TEST_F(ClientTest, ErrorReplyThrowsServerErrorWithTheServersMessage) {
+  const std::string key = unique_key("text");
+  c.command({"SET", key, "abc"});
+  try {
+    c.command({"INCR", key});
+    FAIL() << "INCR on text succeeded";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::server_error);
+    EXPECT_NE(std::string(e.what()).find("not an integer"), std::string::npos) << e.what();
+  }
+  // The connection is still usable and in step.
+  EXPECT_EQ(c.command({"GET", key}), reply::make_bulk("abc"));
+}
+
+TEST_F(ClientTest, BinarySafeArguments) {
+  const std::string key = unique_key(std::string("bin\0\r\n", 6));
+  const std::string value("\0\r\n$3\r\n*\xff", 10);
+  c.command({"SET", key, value});
+  EXPECT_EQ(c.command({"GET", key}).str, value);
+}
+
+TEST_F(ClientTest, EmptyCommandIsRejectedBeforeAnyIo) {
+  try {
+    c.command(std::vector<std::string>{});
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+  }
+}
+
+// 8 threads x 10,000 INCRs, each thread on its own counter: every reply must be the next number,
+// which fails if any reply reached the wrong caller or arrived out of order.
+TEST_F(ClientTest, EightThreadsShareOneConnectionAndGetTheirOwnRepliesInOrder) {
+  constexpr int threads = 8;
+  constexpr int per_thread = 10'000;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, key = unique_key("counter" + std::to_string(t))] {
+      for (int i = 1; i <= per_thread; ++i) {
+        if (c.command({"INCR", key}).integer != i) ++wrong;
+      }
+    });
+  }
+  for (auto& w : workers)
+    w.join();
+  EXPECT_EQ(wrong.load(), 0);
+  for (int t = 0; t < threads; ++t) {
+    EXPECT_EQ(c.command({"GET", unique_key("counter" + std::to_string(t))}).str,
+              std::to_string(per_thread));
+  }
+  // One command connection served all of them (the subscriber never started).
+  const std::string clients = server.cli({"CLIENT", "LIST"});
+  std::size_t dlock_connections = 0;
+  for (std::size_t pos = 0; (pos = clients.find("name=dlock ", pos)) != std::string::npos; ++pos) {
+    ++dlock_connections;
+  }
+  EXPECT_EQ(dlock_connections, 1u) << clients;
+}
+
+TEST_F(ClientTest, AsyncRequestsInFlightCompleteInIssueOrder) {
+  constexpr int n = 50'000;
+  const std::string key = unique_key("async");
+  std::vector<std::int64_t> seen(n, -1);
+  std::atomic<int> errors{0};
+  std::latch all_done(n);
+  for (int i = 0; i < n; ++i) {
+    c.async_command({"INCR", key}, [&, i](std::error_code ec, reply r) {
+      if (ec) ++errors;
+      seen[i] = r.integer;
+      all_done.count_down();
+    });
+  }
+  all_done.wait();
+  EXPECT_EQ(errors.load(), 0);
+  int out_of_order = 0;
+  for (int i = 0; i < n; ++i)
+    out_of_order += seen[i] != i + 1;
+  EXPECT_EQ(out_of_order, 0);
+}
+
+TEST_F(ClientTest, FutureApiDeliversValuesAndErrors) {
+  const std::string key = unique_key("f");
+  auto ok = c.async_command({"SET", key, "x"});
+  auto bad = c.async_command({"HGET", key, "field"});  // WRONGTYPE
+  EXPECT_EQ(ok.get(), reply::make_simple("OK"));
+  try {
+    bad.get();
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::server_error);
+    EXPECT_NE(std::string(e.what()).find("WRONGTYPE"), std::string::npos);
+  }
+}
+
+std::int64_t command_calls(redis_server& s, const std::string& command) {
+  // "cmdstat_evalsha:calls=3,usec=..." in INFO commandstats
+  const std::string info = s.cli({"INFO", "commandstats"});
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  const auto pos = info.find(tag);
+  if (pos == std::string::npos) return 0;
+  return std::stoll(info.substr(pos + tag.size()));
+}
+
+TEST_F(ClientTest, EvalShaFallsBackToEvalOnNoscriptThenUsesTheCache) {
+  const script echo{"return ARGV[1] .. KEYS[1]"};
+  server.cli({"SCRIPT", "FLUSH"});
+  EXPECT_EQ(c.eval(echo, {"k"}, {"v"}), reply::make_bulk("vk"));
+  EXPECT_EQ(command_calls(server, "eval"), 1);  // NOSCRIPT, then EVAL
+  EXPECT_EQ(server.cli({"SCRIPT", "EXISTS", echo.sha1()}), "1");
+  EXPECT_EQ(c.eval(echo, {"k"}, {"w"}), reply::make_bulk("wk"));
+  EXPECT_EQ(command_calls(server, "eval"), 1);  // cached now: EVALSHA only
+  EXPECT_EQ(command_calls(server, "evalsha"), 2);
+}
+
+TEST_F(ClientTest, ScriptErrorsAreServerErrors) {
+  const script broken{"return redis.call('nosuchcommand')"};
+  try {
+    c.eval(broken, {}, {});
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::server_error);
+  }
+}
+
+// The plain lock's release, embedded from src/scripts/lua/compare_and_delete.lua at build time.
+TEST_F(ClientTest, EmbeddedCompareAndDeleteReleasesOnlyTheHoldersToken) {
+  const script release{std::string(scripts::compare_and_delete)};
+  const std::string key = unique_key("plain");
+  c.command({"SET", key, "token-a", "NX", "PX", "10000"});
+  EXPECT_EQ(c.eval(release, {key}, {"token-b"}).integer, 0);
+  EXPECT_EQ(c.command({"GET", key}).str, "token-a");
+  EXPECT_EQ(c.eval(release, {key}, {"token-a"}).integer, 1);
+  EXPECT_TRUE(c.command({"GET", key}).is_nil());
+  EXPECT_EQ(c.eval(release, {key}, {"token-a"}).integer, 0);
+}
+
+TEST(ClientOptionsTest, SelectsTheDatabaseAndNamesTheConnection) {
+  redis_server server;
+  client_options o = client_options::from_url(server.url() + "/3");
+  o.client_name = "orders-service";
+  client c{o};
+  const std::string key = unique_key("db");
+  c.command({"SET", key, "in-three"});
+  EXPECT_EQ(server.cli({"-n", "3", "GET", key}), "in-three");
+  EXPECT_EQ(server.cli({"-n", "0", "EXISTS", key}), "0");
+  EXPECT_EQ(c.command({"CLIENT", "GETNAME"}).str, "orders-service");
+}
+
+TEST(ClientOptionsTest, UnixSocket) {
+  tools::redis_process_options po;
+  po.unix_socket = true;
+  redis_server server{po};
+  client c{"unix://" + server.unix_path()};
+  EXPECT_EQ(c.command({"PING"}), reply::make_simple("PONG"));
+}
+
+}  // namespace
+}  // namespace dlock

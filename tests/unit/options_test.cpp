@@ -1,0 +1,111 @@
+#include <gtest/gtest.h>
+
+#include "dlock/error.hpp"
+#include "dlock/options.hpp"
+
+namespace dlock {
+namespace {
+
+TEST(ClientOptionsUrl, PlainHostPortAndDatabase) {
+  const auto o = client_options::from_url("redis://10.0.0.5:6380/3");
+  EXPECT_EQ(o.host, "10.0.0.5");
+  EXPECT_EQ(o.port, 6380);
+  EXPECT_EQ(o.database, 3);
+  EXPECT_FALSE(o.tls.enabled);
+  EXPECT_TRUE(o.password.empty());
+  EXPECT_TRUE(o.unix_path.empty());
+}
+
+TEST(ClientOptionsUrl, DefaultPort) {
+  const auto o = client_options::from_url("redis://localhost");
+  EXPECT_EQ(o.host, "localhost");
+  EXPECT_EQ(o.port, 6379);
+  EXPECT_EQ(o.database, 0);
+}
+
+TEST(ClientOptionsUrl, PasswordOnlyBothSpellings) {
+  EXPECT_EQ(client_options::from_url("redis://:s3cret@h:1").password, "s3cret");
+  EXPECT_EQ(client_options::from_url("redis://:s3cret@h:1").username, "");
+  EXPECT_EQ(client_options::from_url("redis://s3cret@h:1").password, "s3cret");
+}
+
+TEST(ClientOptionsUrl, AclUserAndPercentDecoding) {
+  const auto o = client_options::from_url("redis://al%69ce:p%40ss%3Aw0rd@h:7000");
+  EXPECT_EQ(o.username, "alice");
+  EXPECT_EQ(o.password, "p@ss:w0rd");
+  EXPECT_EQ(o.port, 7000);
+}
+
+TEST(ClientOptionsUrl, PasswordMayContainAtSign) {
+  const auto o = client_options::from_url("redis://u:a@b@host:1");
+  EXPECT_EQ(o.password, "a@b");
+  EXPECT_EQ(o.host, "host");
+}
+
+TEST(ClientOptionsUrl, TlsScheme) {
+  const auto o = client_options::from_url("rediss://cache.example:6390");
+  EXPECT_TRUE(o.tls.enabled);
+  EXPECT_TRUE(o.tls.verify_peer);
+  EXPECT_EQ(o.port, 6390);
+}
+
+TEST(ClientOptionsUrl, Ipv6) {
+  const auto o = client_options::from_url("redis://[::1]:6379/1");
+  EXPECT_EQ(o.host, "::1");
+  EXPECT_EQ(o.database, 1);
+  EXPECT_EQ(o.endpoint(), "[::1]:6379");
+}
+
+TEST(ClientOptionsUrl, UnixSocket) {
+  const auto o = client_options::from_url("unix:///run/redis/redis.sock?db=2");
+  EXPECT_EQ(o.unix_path, "/run/redis/redis.sock");
+  EXPECT_EQ(o.database, 2);
+  EXPECT_EQ(o.endpoint(), "unix:/run/redis/redis.sock");
+}
+
+TEST(ClientOptionsUrl, DatabaseAsQueryParameter) {
+  EXPECT_EQ(client_options::from_url("redis://h:1?db=5").database, 5);
+}
+
+void expect_invalid(std::string_view url, std::string_view needle) {
+  try {
+    (void)client_options::from_url(url);
+    ADD_FAILURE() << "accepted " << url;
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << url;
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << url << " gave: " << e.what();
+  }
+}
+
+TEST(ClientOptionsUrl, BadUrlsGiveClearErrors) {
+  expect_invalid("", "missing scheme");
+  expect_invalid("127.0.0.1:6379", "missing scheme");
+  expect_invalid("http://h:1", "unknown scheme 'http'");
+  expect_invalid("redis://", "missing host");
+  expect_invalid("redis://:pw@:6379", "missing host");
+  expect_invalid("redis://h:", "empty port");
+  expect_invalid("redis://h:0", "port '0'");
+  expect_invalid("redis://h:65536", "port '65536'");
+  expect_invalid("redis://h:12ab", "port '12ab'");
+  expect_invalid("redis://h:1/x", "database 'x'");
+  expect_invalid("redis://h:1/-1", "database '-1'");
+  expect_invalid("redis://[::1", "unterminated IPv6");
+  expect_invalid("redis://[::1]x", "junk after IPv6");
+  expect_invalid("redis://u:%zz@h", "invalid %-escape");
+  expect_invalid("redis://u:%4@h", "truncated %-escape");
+  expect_invalid("redis://h?timeout=3", "unknown query parameter 'timeout'");
+  expect_invalid("unix://relative.sock", "absolute socket path");
+}
+
+TEST(ClientOptionsUrl, ErrorNeverEchoesThePassword) {
+  try {
+    (void)client_options::from_url("redis://u:hunter2@h:99999");
+    FAIL() << "accepted a bad port";
+  } catch (const error& e) {
+    EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dlock
