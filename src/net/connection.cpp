@@ -63,21 +63,16 @@ void connection::send(std::span<const std::string_view> args, completion done,
   bool kick_writer = false;
   bool rearm_timer = false;
   bool connect_now = false;
-  std::error_code refused;
-  std::string refused_detail;
+  bool stopped = false;
   {
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) {
-      refused = make_error_code(errc::client_stopped);
-      refused_detail = "the client was stopped";
-    } else if (state_ == state::waiting_to_reconnect &&
-               clock::now() - last_attempt_ < options_.reconnect_delay_min) {
-      refused = last_error_;
-      refused_detail = last_error_detail_;
+      stopped = true;
     } else {
       if (state_ == state::waiting_to_reconnect) {
-        // Someone needs the server now: try at once rather than fail until the backoff timer
-        // fires. Attempts stay at least reconnect_delay_min apart.
+        // Someone needs the server now: the request waits for a fresh attempt, made at once
+        // or when reconnect_delay_min has passed since the last one, instead of failing with
+        // an error that may be stale (the server may be back).
         state_ = state::connecting;
         connect_now = true;
       }
@@ -92,18 +87,16 @@ void connection::send(std::span<const std::string_view> args, completion done,
       }
     }
   }
-  if (refused) {
-    if (done) done(refused, reply::make_error(refused_detail));
+  if (stopped) {
+    if (done)
+      done(make_error_code(errc::client_stopped), reply::make_error("the client was stopped"));
     return;
   }
   if (kick_writer || rearm_timer || connect_now) {
     asio::post(io_, [self = shared_from_this(), kick_writer, rearm_timer, connect_now] {
       if (rearm_timer) self->arm_timeout_timer();
       if (kick_writer) self->write();
-      if (connect_now) {
-        self->reconnect_timer_.cancel();
-        self->connect();
-      }
+      if (connect_now) self->connect_soon();
     });
   }
 }
@@ -133,8 +126,9 @@ void connection::connect() {
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) return;
     state_ = state::connecting;
-    last_attempt_ = clock::now();
   }
+  connecting_ = true;
+  last_attempt_ = clock::now();
   parser_.reset();
   read_filled_ = 0;
   write_buffer_.clear();
@@ -156,6 +150,15 @@ void connection::connect() {
     if (ec) return self->on_connect_failed(ec, detail);
     self->on_transport_connected(generation);
   });
+}
+
+void connection::connect_soon() {
+  if (connecting_ || stop_requested_) return;
+  reconnect_timer_.expires_at(last_attempt_ + options_.reconnect_delay_min);
+  reconnect_timer_.async_wait(
+      [self = shared_from_this(), generation = generation_](std::error_code e) {
+        if (!e && generation == self->generation_ && !self->connecting_) self->connect();
+      });
 }
 
 void connection::on_transport_connected(std::uint64_t generation) {
@@ -221,6 +224,7 @@ void connection::on_handshake_reply(reply r) {
 }
 
 void connection::on_ready() {
+  connecting_ = false;
   connect_timer_.cancel();
   backoff_.reset();
   bool kick_writer = false;
@@ -239,6 +243,7 @@ void connection::on_ready() {
 
 void connection::on_connect_failed(std::error_code ec, const std::string& detail) {
   ++generation_;
+  connecting_ = false;
   if (transport_) transport_->close();
   connect_timer_.cancel();
   const std::string message = options_.endpoint() + ": " + detail;
@@ -247,8 +252,6 @@ void connection::on_connect_failed(std::error_code ec, const std::string& detail
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) return;
     state_ = state::waiting_to_reconnect;
-    last_error_ = ec;
-    last_error_detail_ = message;
     write_scheduled_ = false;
     // Nothing of these reached the server, but their callers should hear that it is unreachable
     // now rather than wait out a reconnect that may never succeed.

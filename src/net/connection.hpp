@@ -16,9 +16,8 @@
 //       |                                 (written requests fail: connection_lost;
 //       |                                  unwritten ones wait for the next connection)
 //       +--refused / timeout / auth refused--> waiting_to_reconnect --backoff delay--> connecting
-//                (queued requests fail with that error. A new request starts the next attempt at
-//                 once if the last began reconnect_delay_min ago or more, and waits for it;
-//                 otherwise it fails at once with the last error.)
+//                (queued requests fail with that error; a new request brings the next attempt
+//                 forward to reconnect_delay_min after the last one, and waits for its outcome)
 //   any state --stop()--> stopped (everything fails with client_stopped)
 #pragma once
 
@@ -69,7 +68,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void stop();
 
   // Queues one command. `done` runs exactly once, on the I/O thread (or on the calling thread
-  // when the request fails before being queued: stopped, or waiting to reconnect).
+  // when the connection is stopped).
   void send(std::span<const std::string_view> args, completion done,
             std::chrono::milliseconds timeout);
 
@@ -84,6 +83,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // All on the I/O thread.
   void connect();
+  void connect_soon();  // a request arrived while waiting to reconnect
   void on_transport_connected(std::uint64_t generation);
   void on_handshake_reply(reply r);
   void on_ready();
@@ -111,12 +111,12 @@ class connection : public std::enable_shared_from_this<connection> {
   request_queue queue_;
   bool write_scheduled_ = false;  // the I/O thread will write, or is writing, the queue
   clock::time_point armed_deadline_ = clock::time_point::max();
-  clock::time_point last_attempt_{};  // when the last connect attempt began
-  std::error_code last_error_;
-  std::string last_error_detail_;
 
   // I/O thread only.
-  std::uint64_t generation_ = 0;  // bumps on every new link; stale callbacks compare and leave
+  std::uint64_t generation_ = 0;
+  bool connecting_ = false;           // an attempt is under way
+  clock::time_point last_attempt_{};  // when the last attempt began  // bumps on every new link;
+                                      // stale callbacks compare and leave
   std::shared_ptr<transport> transport_;
   resp::parser parser_;
   std::vector<char> read_buffer_;

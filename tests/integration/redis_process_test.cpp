@@ -459,4 +459,17 @@ TEST(RedisFixture, PassingTestRemovesServerFiles) {
   EXPECT_FALSE(fs::exists(dir));
 }
 
+TEST(RedisFixture, ExceptionKeepsServerFiles) {
+  std::string dir;
+  try {
+    redis_server server;
+    dir = server.dir();
+    throw std::runtime_error("unwinding through the server");
+  } catch (const std::runtime_error&) {
+  }
+  ASSERT_FALSE(dir.empty());
+  EXPECT_TRUE(fs::is_directory(dir));
+  fs::remove_all(dir);
+}
+
 }  // namespace

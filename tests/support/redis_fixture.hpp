@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,19 +40,22 @@ inline bool current_scope_failed() {
   return unit->Failed();
 }
 
-// A redis_process for tests: when it is destroyed after a failure (see current_scope_failed()), it
-// keeps its temporary directory and prints where the log is, plus the log's last lines, to stderr.
+// A redis_process for tests: when it is destroyed after a failure (see current_scope_failed()) or
+// while an exception unwinds the test (GoogleTest records that failure only afterwards), it keeps
+// its temporary directory and prints where the log is, plus the log's last lines, to stderr.
 // Construction throws like redis_process; inside a test that is reported as a failure by
 // GoogleTest.
 class redis_server : public tools::redis_process {
  public:
-  explicit redis_server(redis_process_options options = {}) : redis_process(std::move(options)) {}
+  explicit redis_server(redis_process_options options = {})
+      : redis_process(std::move(options)), exceptions_at_start_(std::uncaught_exceptions()) {}
 
   ~redis_server() override {
-    if (!current_scope_failed()) return;
+    const bool unwinding = std::uncaught_exceptions() > exceptions_at_start_;
+    if (!unwinding && !current_scope_failed()) return;
     keep_files(true);
     std::fprintf(stderr,
-                 "[ redis    ] %s failed; kept the files of the server on port %u in %s\n"
+                 "[ redis    ] %s failed or threw; kept the files of the server on port %u in %s\n"
                  "[ redis    ] log %s, last lines:\n%s\n",
                  current_test_name().c_str(), static_cast<unsigned>(port()), dir().c_str(),
                  log_file().c_str(), log_tail(30).c_str());
@@ -61,6 +65,9 @@ class redis_server : public tools::redis_process {
   redis_server& operator=(const redis_server&) = delete;
   redis_server(redis_server&&) = delete;
   redis_server& operator=(redis_server&&) = delete;
+
+ private:
+  int exceptions_at_start_;
 };
 
 }  // namespace dlock::test

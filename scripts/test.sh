@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The README's second command and what CI runs: install what is missing, check formatting, then
+# build and run every test twice (a normal build and an ASan+UBSan build), and prove that an
+# installed dlock works from a separate CMake project.
+#
+#   bash scripts/test.sh              everything
+#   DLOCK_TEST_LABELS=unit bash ...   only tests with that CTest label (unit, integration)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+labels=${DLOCK_TEST_LABELS:-}
+ctest_args=(--output-on-failure --timeout 300 -j "$jobs")
+[ -n "$labels" ] && ctest_args+=(-L "$labels")
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "dependencies"
+bash scripts/install-deps.sh
+
+step "formatting (.clang-format)"
+mapfile -t sources < <(git ls-files '*.cpp' '*.hpp' '*.h' 2>/dev/null || find include src tools tests bench examples -name '*.[ch]pp')
+clang-format --dry-run --Werror "${sources[@]}"
+echo "clang-format: ${#sources[@]} files clean"
+
+step "normal build (g++, RelWithDebInfo, -Werror)"
+cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null
+cmake --build build/test
+ctest --test-dir build/test "${ctest_args[@]}"
+
+step "sanitizer build (ASan + UBSan)"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE="address;undefined" \
+  -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_CLI=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build/asan
+ctest --test-dir build/asan "${ctest_args[@]}"
+
+step "installed package: find_package(dlock) from a separate project"
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+cmake --install build/test --prefix "$prefix" >/dev/null
+cmake -S tests/consumer -B "$prefix/consumer-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$prefix/consumer-build"
+"$prefix/consumer-build/consumer"
+
+step "all tests passed"
