@@ -8,6 +8,7 @@ packages=(
   libasio-dev libssl-dev openssl                           # sockets, timers, TLS
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev
   redis-server redis-tools redis-sentinel                  # real servers for tests and demos
+  python3 git                                              # scripts/check-readme-snippets.py
 )
 
 missing=()

@@ -22,6 +22,9 @@ mapfile -t sources < <(git ls-files '*.cpp' '*.hpp' '*.h' 2>/dev/null || find in
 clang-format --dry-run --Werror "${sources[@]}"
 echo "clang-format: ${#sources[@]} files clean"
 
+step "README snippets are compiled examples"
+python3 scripts/check-readme-snippets.py
+
 step "normal build (g++, RelWithDebInfo, -Werror)"
 cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null
 cmake --build build/test
