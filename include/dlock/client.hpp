@@ -54,7 +54,9 @@ class client {
   //   errc::connection_lost the connection died with the command in flight (it may have run);
   //   errc::connect_failed, connect_timeout, tls_failed, auth_failed: Redis cannot be reached
   //                         (the command was not sent);
-  //   errc::invalid_argument for an empty command; errc::client_stopped.
+  //   errc::invalid_argument for an empty command, or when called from one of this client's
+  //                         callbacks (it would deadlock; use async_command there);
+  //   errc::client_stopped.
   // Thread-safe.
   reply command(std::initializer_list<std::string_view> args);
   reply command(std::span<const std::string_view> args);

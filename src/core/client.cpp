@@ -83,6 +83,14 @@ struct client::impl {
 
   net::connection& connection_for(std::string_view key) { return servers->connection_for(key); }
 
+  // A blocking call on the I/O thread would wait for the thread it blocks: refuse it.
+  void check_not_io_thread() const {
+    if (std::this_thread::get_id() == io_thread.get_id()) {
+      throw error(errc::invalid_argument,
+                  "a blocking call from a dlock callback would deadlock; use async_command there");
+    }
+  }
+
   // Declaration order is destruction order in reverse: connections reference options and io.
   client_options options;
   std::shared_ptr<asio::ssl::context> tls_context;
@@ -121,6 +129,7 @@ reply client::command(const std::vector<std::string>& args) {
 
 reply client::command(std::span<const std::string_view> args) {
   check_command(args);
+  impl_->check_not_io_thread();
   sync_call call;
   impl_->connection_for(routing_key(args))
       .send(args, call.handler(), impl_->options.request_timeout);
@@ -156,6 +165,7 @@ reply client::eval(const script& s, std::initializer_list<std::string_view> keys
 
 reply client::eval(const script& s, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args) {
+  impl_->check_not_io_thread();
   sync_call call;
   async_eval(s, keys, args, call.handler());
   return call.wait();

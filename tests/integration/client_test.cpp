@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <latch>
 #include <thread>
 
@@ -91,6 +92,21 @@ TEST_F(ClientTest, EightThreadsShareOneConnectionAndGetTheirOwnRepliesInOrder) {
     ++dlock_connections;
   }
   EXPECT_EQ(dlock_connections, 1u) << clients;
+}
+
+TEST_F(ClientTest, BlockingCallFromACallbackIsRefusedInsteadOfDeadlocking) {
+  std::promise<std::error_code> inner;
+  c.async_command({"PING"}, [&](std::error_code, reply) {
+    try {
+      c.command({"PING"});
+      inner.set_value({});
+    } catch (const error& e) {
+      inner.set_value(e.code());
+    }
+  });
+  auto result = inner.get_future();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "deadlocked";
+  EXPECT_EQ(result.get(), errc::invalid_argument);
 }
 
 TEST_F(ClientTest, AsyncRequestsInFlightCompleteInIssueOrder) {
