@@ -30,8 +30,9 @@ cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_COMP
 cmake --build build/test
 ctest --test-dir build/test "${ctest_args[@]}"
 
-step "sanitizer build (ASan + UBSan)"
-cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE="address;undefined" \
+# The second build also covers the second supported compiler: clang 14.
+step "sanitizer build (clang++, ASan + UBSan)"
+CXX=clang++ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE="address;undefined" \
   -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_CLI=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/asan
 ctest --test-dir build/asan "${ctest_args[@]}"
