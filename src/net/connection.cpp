@@ -1,5 +1,6 @@
 #include "net/connection.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "dlock/error.hpp"
@@ -260,15 +261,8 @@ void connection::on_connect_failed(std::error_code ec, const std::string& detail
   for (auto& f : failed)
     f.run();
 
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  auto delay = backoff_.next(unit(jitter_));
-  if (delay.count() == 0) delay = options_.reconnect_delay_min;  // never spin on a dead server
-  reconnect_timer_.expires_after(delay);
-  reconnect_timer_.async_wait(
-      [self = shared_from_this(), generation = generation_](std::error_code e) {
-        // A request may have started an attempt already (see send()).
-        if (!e && generation == self->generation_) self->connect();
-      });
+  // Never retry a server that just refused at once: at least reconnect_delay_min.
+  schedule_reconnect(std::max(next_reconnect_delay(), options_.reconnect_delay_min));
 }
 
 void connection::on_link_error(std::error_code ec, const std::string& detail) {
@@ -292,13 +286,22 @@ void connection::on_link_error(std::error_code ec, const std::string& detail) {
     f.run();
   if (on_link_) on_link_(false);
 
+  schedule_reconnect(next_reconnect_delay());  // the first retry after a working link is at once
+}
+
+std::chrono::milliseconds connection::next_reconnect_delay() {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  const auto delay = backoff_.next(unit(jitter_));
+  return backoff_.next(unit(jitter_));
+}
+
+void connection::schedule_reconnect(std::chrono::milliseconds delay) {
   if (delay.count() == 0) return connect();
   reconnect_timer_.expires_after(delay);
-  reconnect_timer_.async_wait([self = shared_from_this()](std::error_code e) {
-    if (!e) self->connect();
-  });
+  reconnect_timer_.async_wait(
+      [self = shared_from_this(), generation = generation_](std::error_code e) {
+        // A request may have started an attempt already (see connect_soon()).
+        if (!e && generation == self->generation_ && !self->connecting_) self->connect();
+      });
 }
 
 // --- reading and writing -----------------------------------------------------------------------

@@ -84,6 +84,8 @@ class connection : public std::enable_shared_from_this<connection> {
   // All on the I/O thread.
   void connect();
   void connect_soon();  // a request arrived while waiting to reconnect
+  std::chrono::milliseconds next_reconnect_delay();
+  void schedule_reconnect(std::chrono::milliseconds delay);
   void on_transport_connected(std::uint64_t generation);
   void on_handshake_reply(reply r);
   void on_ready();

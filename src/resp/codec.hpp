@@ -53,8 +53,8 @@ class parser {
 
  private:
   struct frame {
-    reply array;            // the array being filled
-    std::size_t expected;   // its declared length
+    reply array;           // the array being filled
+    std::size_t expected;  // its declared length
   };
   // Attaches a finished element to the innermost open array or makes it the result.
   void finish(reply r);
