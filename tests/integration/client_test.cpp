@@ -174,7 +174,7 @@ TEST_F(ClientTest, ScriptErrorsAreServerErrors) {
   }
 }
 
-// The plain lock's release, embedded from src/scripts/lua/compare_and_delete.lua at build time.
+// The plain lock's release, embedded from src/locks/scripts/compare_and_delete.lua at build time.
 TEST_F(ClientTest, EmbeddedCompareAndDeleteReleasesOnlyTheHoldersToken) {
   const script release{std::string(scripts::compare_and_delete)};
   const std::string key = unique_key("plain");

@@ -1,0 +1,21 @@
+-- Acquires or re-enters a reentrant lock. Data as Redisson's RLock, so Java and C++ services can
+-- share locks: a hash at the lock name, field "<client id>:<thread id>" -> hold count, PEXPIRE lease.
+-- Beyond Redisson: every first acquisition takes the next fencing token from a counter key.
+--
+-- KEYS[1] the lock hash          ARGV[1] lease in milliseconds
+-- KEYS[2] the fencing counter    ARGV[2] this holder's field
+--
+-- Returns {1, token}     acquired (first hold): token strictly greater than every earlier one
+--         {2, count}     re-entered: the holder's new hold count
+--         {0, pttl}      held by someone else: milliseconds until its lease ends (-1: no TTL)
+if redis.call('exists', KEYS[1]) == 0 then
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, redis.call('incr', KEYS[2])}
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {2, count}
+end
+return {0, redis.call('pttl', KEYS[1])}

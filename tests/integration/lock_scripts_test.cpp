@@ -1,0 +1,257 @@
+// The reentrant lock's Lua scripts (src/locks/scripts), run directly against a real server: their
+// data layout, return values, fencing tokens, idempotent release, batched renewal, and
+// interoperability with Redisson's own scripts as quoted in the source documents (seeds 000/001).
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "dlock/client.hpp"
+#include "dlock/embedded_scripts.hpp"
+#include "support/redis_fixture.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::redis_server;
+using test::unique_key;
+
+constexpr std::string_view lease_ms = "30000";
+// PTTL right after setting a 30 s lease: allow for the time the test itself takes.
+constexpr std::int64_t ttl_slack_ms = 2000;
+
+// Redisson's RLock scripts, verbatim from the seeds (the "foreign client" of the interop tests).
+constexpr std::string_view redisson_lock =
+    "if (redis.call('exists', KEYS[1]) == 0) then "
+    "redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return nil; "
+    "end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return nil; "
+    "end; "
+    "return redis.call('pttl', KEYS[1]);";
+constexpr std::string_view redisson_unlock =
+    "if (redis.call('exists', KEYS[1]) == 0) then "
+    "redis.call('publish', KEYS[2], ARGV[1]); "
+    "return 1; "
+    "end;"
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then "
+    "return nil;"
+    "end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then "
+    "redis.call('pexpire', KEYS[1], ARGV[2]); "
+    "return 0; "
+    "else "
+    "redis.call('del', KEYS[1]); "
+    "redis.call('publish', KEYS[2], ARGV[1]); "
+    "return 1; "
+    "end; "
+    "return nil;";
+constexpr std::string_view redisson_renew =
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], "
+    "ARGV[1]); return 1; end; return 0;";
+
+class LockScriptsTest : public ::testing::Test {
+ protected:
+  redis_server server;
+  client c{server.url()};
+  const script lock_script{std::string(scripts::reentrant_lock)};
+  const script unlock_script{std::string(scripts::reentrant_unlock)};
+  const script renew_script{std::string(scripts::renew_leases)};
+  const script force_script{std::string(scripts::force_unlock)};
+
+  const std::string name = unique_key("lock");
+  const std::string fence = unique_key("fence");
+  const std::string channel = "redisson_lock__channel:{" + name + "}";
+
+  std::pair<std::int64_t, std::int64_t> lock(const std::string& owner) {
+    const reply r = c.eval(lock_script, {name, fence}, {lease_ms, owner});
+    return {r.elements.at(0).integer, r.elements.at(1).integer};
+  }
+  std::int64_t unlock(const std::string& owner, const std::string& release_id) {
+    const std::string latch = unique_key("latch:" + release_id);
+    return c.eval(unlock_script, {name, channel, latch}, {"0", lease_ms, owner, "60000"}).integer;
+  }
+  std::int64_t pttl() { return c.command({"PTTL", name}).integer; }
+};
+
+TEST_F(LockScriptsTest, FirstAcquisitionStoresTheRedissonLayoutAndTakesAToken) {
+  EXPECT_EQ(lock("client-a:1"), std::make_pair(std::int64_t{1}, std::int64_t{1}));
+  EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
+  EXPECT_EQ(c.command({"HLEN", name}).integer, 1);  // nothing else in the hash
+  EXPECT_GT(pttl(), 30000 - ttl_slack_ms);
+  EXPECT_EQ(c.command({"GET", fence}).str, "1");
+}
+
+TEST_F(LockScriptsTest, ReentryCountsHoldsAndRenewsTheLeaseWithoutANewToken) {
+  lock("client-a:1");
+  c.command({"PEXPIRE", name, "1000"});
+  EXPECT_EQ(lock("client-a:1"), std::make_pair(std::int64_t{2}, std::int64_t{2}));
+  EXPECT_EQ(lock("client-a:1"), std::make_pair(std::int64_t{2}, std::int64_t{3}));
+  EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "3");
+  EXPECT_GT(pttl(), 30000 - ttl_slack_ms);
+  EXPECT_EQ(c.command({"GET", fence}).str, "1");
+}
+
+TEST_F(LockScriptsTest, OtherHolderIsRefusedWithTheRemainingTtl) {
+  lock("client-a:1");
+  const auto [status, ttl] = lock("client-b:1");
+  EXPECT_EQ(status, 0);
+  EXPECT_GT(ttl, 30000 - ttl_slack_ms);
+  EXPECT_LE(ttl, 30000);
+  EXPECT_EQ(c.command({"HEXISTS", name, "client-b:1"}).integer, 0);
+}
+
+TEST_F(LockScriptsTest, TokensStrictlyIncreaseAcrossHolders) {
+  std::int64_t last = 0;
+  for (int i = 0; i < 20; ++i) {
+    const std::string owner = "client-" + std::to_string(i % 3) + ":7";
+    const auto [status, token] = lock(owner);
+    ASSERT_EQ(status, 1);
+    EXPECT_GT(token, last);
+    last = token;
+    ASSERT_EQ(unlock(owner, "r" + std::to_string(i)), 1);
+  }
+}
+
+TEST_F(LockScriptsTest, UnlockByANonHolderChangesNothing) {
+  lock("client-a:1");
+  const reply before = c.command({"HGETALL", name});
+  EXPECT_EQ(unlock("client-b:1", "r1"), -1);
+  EXPECT_EQ(c.command({"HGETALL", name}), before);
+  EXPECT_GT(pttl(), 0);
+}
+
+TEST_F(LockScriptsTest, UnlockReleasesOneHoldAtATimeAndTheLastWakesWaiters) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool subscribed = false;
+  std::vector<std::string> messages;
+  auto sub = c.subscribe(
+      channel,
+      [&](std::string_view payload) {
+        std::lock_guard lock(m);
+        messages.emplace_back(payload);
+        cv.notify_all();
+      },
+      [&] {
+        std::lock_guard lock(m);
+        subscribed = true;
+        cv.notify_all();
+      });
+  {
+    std::unique_lock l(m);
+    ASSERT_TRUE(cv.wait_for(l, 5s, [&] { return subscribed; }));
+  }
+  lock("client-a:1");
+  lock("client-a:1");
+  EXPECT_EQ(unlock("client-a:1", "r1"), 0);
+  EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
+  EXPECT_EQ(unlock("client-a:1", "r2"), 1);
+  EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
+  std::unique_lock l(m);
+  ASSERT_TRUE(cv.wait_for(l, 5s, [&] { return !messages.empty(); }));
+  EXPECT_EQ(messages, std::vector<std::string>{"0"});
+}
+
+TEST_F(LockScriptsTest, RetriedReleaseReturnsTheFirstOutcomeAndReleasesNothingMore) {
+  lock("client-a:1");
+  lock("client-a:1");
+  EXPECT_EQ(unlock("client-a:1", "r1"), 0);
+  EXPECT_EQ(unlock("client-a:1", "r1"), 0);  // the retry: still one hold left
+  EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
+
+  EXPECT_EQ(unlock("client-a:1", "r2"), 1);
+  lock("client-b:1");                        // someone else takes it meanwhile
+  EXPECT_EQ(unlock("client-a:1", "r2"), 1);  // a late retry of the last release...
+  EXPECT_EQ(c.command({"HGET", name, "client-b:1"}).str, "1");  // ...leaves b's hold alone
+}
+
+TEST_F(LockScriptsTest, OneScriptRenewsManyLeasesAndReportsTheLostOnes) {
+  const std::string mine1 = unique_key("mine1"), mine2 = unique_key("mine2");
+  const std::string gone = unique_key("gone"), theirs = unique_key("theirs");
+  for (const auto& key : {mine1, mine2})
+    c.command({"HSET", key, "client-a:1", "1"});
+  c.command({"HSET", theirs, "client-b:1", "1"});
+  for (const auto& key : {mine1, mine2, theirs})
+    c.command({"PEXPIRE", key, "1000"});
+
+  const reply r = c.eval(renew_script, {mine1, gone, mine2, theirs},
+                         {lease_ms, "client-a:1", "client-a:1", "client-a:1", "client-a:1"});
+  ASSERT_EQ(r.elements.size(), 4u);
+  EXPECT_EQ(r.elements[0].integer, 1);
+  EXPECT_EQ(r.elements[1].integer, 0);
+  EXPECT_EQ(r.elements[2].integer, 1);
+  EXPECT_EQ(r.elements[3].integer, 0);
+  EXPECT_GT(c.command({"PTTL", mine1}).integer, 30000 - ttl_slack_ms);
+  EXPECT_GT(c.command({"PTTL", mine2}).integer, 30000 - ttl_slack_ms);
+  EXPECT_LE(c.command({"PTTL", theirs}).integer, 1000);  // not extended
+  EXPECT_EQ(c.command({"EXISTS", gone}).integer, 0);     // not created
+}
+
+TEST_F(LockScriptsTest, ForceUnlockDeletesWhoeverHoldsIt) {
+  lock("client-a:1");
+  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0"}).integer, 1);
+  EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
+  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0"}).integer, 0);
+}
+
+// Interop, both directions, with Redisson's scripts as a second client.
+TEST_F(LockScriptsTest, RedissonHolderBlocksDlockAndItsUnlockMessageArrivesOnTheSameChannel) {
+  const script foreign_lock{std::string(redisson_lock)};
+  const script foreign_unlock{std::string(redisson_unlock)};
+  EXPECT_TRUE(c.eval(foreign_lock, {name}, {lease_ms, "java-uuid:42"}).is_nil());  // acquired
+  EXPECT_EQ(lock("client-a:1").first, 0);
+
+  std::mutex m;
+  std::condition_variable cv;
+  bool subscribed = false, woken = false;
+  auto sub = c.subscribe(
+      channel,
+      [&](std::string_view payload) {
+        std::lock_guard l(m);
+        woken = payload == "0";
+        cv.notify_all();
+      },
+      [&] {
+        std::lock_guard l(m);
+        subscribed = true;
+        cv.notify_all();
+      });
+  {
+    std::unique_lock l(m);
+    ASSERT_TRUE(cv.wait_for(l, 5s, [&] { return subscribed; }));
+  }
+  EXPECT_EQ(c.eval(foreign_unlock, {name, channel}, {"0", lease_ms, "java-uuid:42"}).integer, 1);
+  {
+    std::unique_lock l(m);
+    EXPECT_TRUE(cv.wait_for(l, 5s, [&] { return woken; }));
+  }
+  EXPECT_EQ(lock("client-a:1").first, 1);
+}
+
+TEST_F(LockScriptsTest, DlockHolderBlocksRedissonAndRedissonScriptsUnderstandIt) {
+  const script foreign_lock{std::string(redisson_lock)};
+  const script foreign_renew{std::string(redisson_renew)};
+  const script foreign_unlock{std::string(redisson_unlock)};
+  lock("client-a:1");
+  const reply refused = c.eval(foreign_lock, {name}, {lease_ms, "java-uuid:42"});
+  ASSERT_TRUE(refused.is_integer());
+  EXPECT_GT(refused.integer, 0);  // Redisson sees a TTL: it would wait
+  // Redisson's renew and unlock treat dlock's field exactly as one of their own.
+  c.command({"PEXPIRE", name, "1000"});
+  EXPECT_EQ(c.eval(foreign_renew, {name}, {lease_ms, "client-a:1"}).integer, 1);
+  EXPECT_GT(pttl(), 30000 - ttl_slack_ms);
+  EXPECT_EQ(c.eval(foreign_unlock, {name, channel}, {"0", lease_ms, "java-uuid:42"}).is_nil(),
+            true);
+  EXPECT_EQ(unlock("client-a:1", "r1"), 1);
+  EXPECT_TRUE(c.eval(foreign_lock, {name}, {lease_ms, "java-uuid:42"}).is_nil());
+}
+
+}  // namespace
+}  // namespace dlock
