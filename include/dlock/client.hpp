@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dlock/error.hpp"
+#include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
@@ -89,6 +90,11 @@ class client {
   // empty channel name.
   subscription subscribe(std::string channel, std::function<void(std::string_view)> on_message,
                          std::function<void()> on_subscribed = {});
+
+  // client::get_lock()
+  // A handle to the reentrant lock `name` (see dlock/mutex.hpp). Cheap; sends nothing. Throws
+  // dlock::error(errc::invalid_argument) for an empty name, one over 64 KiB, or control bytes.
+  mutex get_lock(std::string name);
 
   const client_options& options() const noexcept;
 

@@ -3,6 +3,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"

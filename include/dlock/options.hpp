@@ -47,6 +47,9 @@ struct client_options {
   std::chrono::milliseconds reconnect_delay_min{50};
   std::chrono::milliseconds reconnect_delay_max{2000};
 
+  // The lease of locks taken without an explicit one; renewed every third of it while held.
+  std::chrono::milliseconds lock_watchdog_timeout{30000};
+
   // Parses one of the URL forms above. Throws dlock::error(errc::invalid_argument) naming what is
   // wrong with the URL (the password is never echoed).
   static client_options from_url(std::string_view url);

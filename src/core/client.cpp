@@ -4,41 +4,16 @@
 #include <mutex>
 #include <thread>
 
+#include "core/eval.hpp"
+#include "core/sync_call.hpp"
+#include "locks/lock_service.hpp"
+#include "locks/names.hpp"
 #include "net/transport.hpp"
 #include "pubsub/subscriber.hpp"
 #include "topology/standalone.hpp"
 
 namespace dlock {
 namespace {
-
-// Blocks a caller until its request completes. The completion notifies while holding the mutex,
-// so the waiter cannot return (and destroy this object) before the completion is done with it.
-class sync_call {
- public:
-  reply_handler handler() {
-    return [this](std::error_code ec, reply r) {
-      std::lock_guard lock(mutex_);
-      ec_ = ec;
-      result_ = std::move(r);
-      done_ = true;
-      cv_.notify_one();
-    };
-  }
-
-  reply wait() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [this] { return done_; });
-    if (ec_) throw error(ec_, result_.str);
-    return std::move(result_);
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::error_code ec_;
-  reply result_;
-};
 
 reply_handler promise_handler(std::promise<reply>& promise) {
   return
@@ -61,10 +36,6 @@ std::string_view routing_key(std::span<const std::string_view> args) {
   return args.size() > 1 ? args[1] : std::string_view{};
 }
 
-bool is_noscript(std::error_code ec, const reply& r) {
-  return ec == errc::server_error && r.str.compare(0, 8, "NOSCRIPT") == 0;
-}
-
 }  // namespace
 
 struct client::impl {
@@ -72,10 +43,14 @@ struct client::impl {
       : options(std::move(o)),
         tls_context(options.tls.enabled ? net::make_tls_context(options.tls) : nullptr),
         work(asio::make_work_guard(io)),
-        servers(std::make_unique<topology::standalone>(io, options, tls_context)),
+        servers(std::make_unique<topology::standalone>(io, options, tls_context,
+                                                       locks::scripts_to_preload())),
+        locks(std::make_shared<locks::lock_service>(io, *servers, options)),
         io_thread([this] { io.run(); }) {}
 
   ~impl() {
+    // Releases queued by unlock() get one request timeout to reach the server.
+    locks->shutdown(options.request_timeout);
     servers->stop();
     work.reset();
     io_thread.join();
@@ -97,6 +72,7 @@ struct client::impl {
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work;
   std::unique_ptr<topology::topology> servers;
+  std::shared_ptr<locks::lock_service> locks;  // shared with mutex handles
   std::thread io_thread;
 };
 
@@ -130,7 +106,7 @@ reply client::command(const std::vector<std::string>& args) {
 reply client::command(std::span<const std::string_view> args) {
   check_command(args);
   impl_->check_not_io_thread();
-  sync_call call;
+  core::sync_call call;
   impl_->connection_for(routing_key(args))
       .send(args, call.handler(), impl_->options.request_timeout);
   return call.wait();
@@ -166,36 +142,21 @@ reply client::eval(const script& s, std::initializer_list<std::string_view> keys
 reply client::eval(const script& s, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args) {
   impl_->check_not_io_thread();
-  sync_call call;
+  core::sync_call call;
   async_eval(s, keys, args, call.handler());
   return call.wait();
 }
 
 void client::async_eval(const script& s, std::span<const std::string_view> keys,
                         std::span<const std::string_view> args, reply_handler done) {
-  // EVALSHA sha numkeys keys... args...; on NOSCRIPT the same with EVAL and the source, which also
-  // caches the script for next time. The fallback needs the arguments after this call returns.
-  auto owned = std::make_shared<std::vector<std::string>>();
-  owned->reserve(3 + keys.size() + args.size());
-  owned->emplace_back("EVALSHA");
-  owned->emplace_back(s.sha1());
-  owned->emplace_back(std::to_string(keys.size()));
-  owned->insert(owned->end(), keys.begin(), keys.end());
-  owned->insert(owned->end(), args.begin(), args.end());
-  std::vector<std::string_view> views(owned->begin(), owned->end());
-
   const std::string_view key = keys.empty() ? std::string_view{} : keys.front();
-  net::connection& link = impl_->connection_for(key);
-  const auto timeout = impl_->options.request_timeout;
-  auto fallback = [&link, owned, source = s.source(), timeout, done = std::move(done)](
-                      std::error_code ec, reply r) mutable {
-    if (!is_noscript(ec, r)) return done(ec, std::move(r));
-    (*owned)[0] = "EVAL";
-    (*owned)[1] = std::move(source);
-    std::vector<std::string_view> retry(owned->begin(), owned->end());
-    link.send(retry, std::move(done), timeout);
-  };
-  link.send(views, std::move(fallback), timeout);
+  core::eval_on(impl_->connection_for(key), s, keys, args, impl_->options.request_timeout,
+                std::move(done));
+}
+
+mutex client::get_lock(std::string name) {
+  locks::validate_lock_name(name);
+  return mutex(impl_->locks, std::move(name));
 }
 
 subscription client::subscribe(std::string channel,

@@ -163,27 +163,33 @@ void connection::connect_soon() {
 }
 
 void connection::on_transport_connected(std::uint64_t generation) {
-  // The handshake: AUTH, SELECT, CLIENT SETNAME, pipelined, before any user command.
+  // The handshake, pipelined before any user command: AUTH, SELECT, CLIENT SETNAME, and SCRIPT
+  // LOAD of the scripts this connection will run, so that EVALSHA finds them even on a server
+  // that just restarted (an EVAL fallback would be ordered after later commands).
   std::string bytes;
-  handshake_is_auth_.clear();
+  handshake_steps_.clear();
   if (!options_.password.empty()) {
     if (options_.username.empty()) {
       resp::append_command(bytes, {"AUTH", options_.password});
     } else {
       resp::append_command(bytes, {"AUTH", options_.username, options_.password});
     }
-    handshake_is_auth_.push_back(true);
+    handshake_steps_.push_back(handshake_step::auth);
   }
   if (options_.database != 0) {
     const std::string db = std::to_string(options_.database);
     resp::append_command(bytes, {"SELECT", db});
-    handshake_is_auth_.push_back(false);
+    handshake_steps_.push_back(handshake_step::select);
   }
   // Always at least one command, so a server that wants AUTH we lack says NOAUTH right here.
   resp::append_command(
       bytes, {"CLIENT", "SETNAME", options_.client_name.empty() ? "dlock" : options_.client_name});
-  handshake_is_auth_.push_back(false);
-  handshake_remaining_ = handshake_is_auth_.size();
+  handshake_steps_.push_back(handshake_step::optional);
+  for (const std::string_view source : preload_scripts_) {
+    resp::append_command(bytes, {"SCRIPT", "LOAD", source});
+    handshake_steps_.push_back(handshake_step::optional);
+  }
+  handshake_remaining_ = handshake_steps_.size();
   handshake_error_ = {};
   handshake_error_detail_.clear();
 
@@ -207,14 +213,14 @@ void connection::on_transport_connected(std::uint64_t generation) {
 }
 
 void connection::on_handshake_reply(reply r) {
-  const std::size_t index = handshake_is_auth_.size() - handshake_remaining_;
+  const handshake_step step = handshake_steps_[handshake_steps_.size() - handshake_remaining_];
   --handshake_remaining_;
   if (r.is_error() && !handshake_error_) {
-    const bool auth_problem = handshake_is_auth_[index] || starts_with(r.str, "NOAUTH") ||
+    const bool auth_problem = step == handshake_step::auth || starts_with(r.str, "NOAUTH") ||
                               starts_with(r.str, "WRONGPASS");
-    const bool is_setname = index + 1 == handshake_is_auth_.size();
-    if (auth_problem || !is_setname) {
-      // A refused SELECT also stops us: commands would otherwise land in the wrong database.
+    // A refused SELECT also stops us: commands would otherwise land in the wrong database. A
+    // refused SETNAME or SCRIPT LOAD (an ACL may forbid them) only costs a name or an EVAL.
+    if (auth_problem || step == handshake_step::select) {
       handshake_error_ = make_error_code(errc::auth_failed);
       handshake_error_detail_ = r.str;
     }

@@ -59,6 +59,10 @@ class connection : public std::enable_shared_from_this<connection> {
   // Set before start(); run on the I/O thread.
   void set_push_handler(push_handler h) { on_push_ = std::move(h); }
   void set_link_handler(link_handler h) { on_link_ = std::move(h); }
+  // Lua sources to SCRIPT LOAD in every handshake; they must outlive the connection.
+  void set_preload_scripts(std::vector<std::string_view> sources) {
+    preload_scripts_ = std::move(sources);
+  }
 
   // Begins connecting. Call once.
   void start();
@@ -106,6 +110,7 @@ class connection : public std::enable_shared_from_this<connection> {
   const mode mode_;
   push_handler on_push_;
   link_handler on_link_;
+  std::vector<std::string_view> preload_scripts_;
 
   // Shared with user threads, guarded by mutex_.
   std::mutex mutex_;
@@ -126,7 +131,8 @@ class connection : public std::enable_shared_from_this<connection> {
   std::string write_buffer_;  // owned by the write in flight while writing_
   bool writing_ = false;
   std::size_t handshake_remaining_ = 0;
-  std::vector<bool> handshake_is_auth_;
+  enum class handshake_step { auth, select, optional };
+  std::vector<handshake_step> handshake_steps_;
   std::error_code handshake_error_;
   std::string handshake_error_detail_;
   asio::steady_timer connect_timer_;

@@ -11,8 +11,10 @@ namespace dlock::topology {
 
 class standalone final : public topology {
  public:
+  // `preload_scripts`: Lua sources every command connection loads when it connects.
   standalone(asio::io_context& io, const client_options& options,
-             std::shared_ptr<asio::ssl::context> tls_context);
+             std::shared_ptr<asio::ssl::context> tls_context,
+             std::vector<std::string_view> preload_scripts = {});
   ~standalone() override;
 
   net::connection& connection_for(std::string_view) override { return *commands_; }

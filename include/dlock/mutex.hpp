@@ -1,0 +1,139 @@
+// dlock/mutex.hpp
+//
+// dlock::mutex: a reentrant, timed lock that lives in Redis, shared by every process that uses the
+// same name. Data and scripts follow Redisson's RLock, so Java services using Redisson and C++
+// services using dlock exclude each other on the same lock.
+//
+//   dlock::client c{"redis://127.0.0.1:6379"};
+//   dlock::mutex m = c.get_lock("orders:42");   // a cheap handle; copies share the lock
+//   {
+//     std::unique_lock guard{m};                // lock(): waits, watchdog lease
+//     ... work; guard.mutex()->fencing_token() orders writes to other systems ...
+//   }                                           // unlock()
+//
+// Ownership is per thread, as std::recursive_timed_mutex: the thread that locked must unlock,
+// and may lock again (each lock() needs its unlock()).
+//
+// Leases. lock() and try_lock_for(wait) take a *watchdog* lease (client_options::
+// lock_watchdog_timeout, 30 s by default) that the client renews every third of it while the
+// hold lasts, so a live holder keeps the lock and a crashed one loses it within the lease.
+// lock(lease) and try_lock_for(wait, lease) take an explicit lease that is never renewed: the lock
+// expires after it even if the holder still works. A re-entry keeps the lease kind of the first
+// hold.
+//
+// Losing a hold. If renewal finds the lock gone or taken, or cannot confirm it before the lease
+// runs out (measured on this process's steady clock, with a safety margin), or an explicit lease
+// runs out before unlock(), the hold is lost: stop_token() of the hold is stopped,
+// is_held_by_current_thread() turns false, and unlock() reports errc::lock_lost.
+//
+// Waiting. A waiter subscribes to the lock's unlock channel and sleeps until an unlock message or
+// the holder's lease end, then retries; it never polls. One subscription per lock per client serves
+// all its waiting threads, and one unlock message wakes one of them.
+//
+// Fencing. Every first acquisition (not a re-entry) takes a token from a per-lock counter in the
+// same script; tokens of one name strictly increase across all clients. Pass the token along with
+// each write to the protected resource and have it reject tokens lower than the highest it has
+// seen: that stops a holder whose lease ran out from overwriting a newer holder's work.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <system_error>
+
+namespace dlock {
+namespace locks {
+class lock_service;
+}
+
+class mutex {
+ public:
+  using steady_clock = std::chrono::steady_clock;
+
+  // mutex::lock()
+  // Waits until this thread holds the lock, with a watchdog lease; re-enters if it already does.
+  // Throws dlock::error when Redis cannot be reached or fails (see client::command()).
+  void lock();
+  // mutex::lock(lease)
+  // As lock(), with an explicit lease that is never renewed. Throws errc::invalid_argument for a
+  // lease that is not positive.
+  void lock(std::chrono::milliseconds lease);
+
+  // mutex::try_lock()
+  // One attempt, no waiting. Returns whether this thread now holds the lock (watchdog lease).
+  [[nodiscard]] bool try_lock();
+
+  // mutex::try_lock_for(wait), try_lock_for(wait, lease), try_lock_until(deadline)
+  // Waits up to `wait` (or until `deadline`, on any clock) for the lock. Returns false when the
+  // time ran out. A zero or past wait is one attempt, like try_lock().
+  template <typename Rep, typename Period>
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
+    return acquire_until(steady_clock::now() + to_steady(wait), nullptr);
+  }
+  template <typename Rep, typename Period, typename LRep, typename LPeriod>
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
+                                  const std::chrono::duration<LRep, LPeriod>& lease) {
+    const auto explicit_lease = std::chrono::ceil<std::chrono::milliseconds>(lease);
+    return acquire_until(steady_clock::now() + to_steady(wait), &explicit_lease);
+  }
+  template <typename Clock, typename Duration>
+  [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    return acquire_until(steady_clock::now() + to_steady(deadline - Clock::now()), nullptr);
+  }
+
+  // mutex::unlock()
+  // Releases one hold of this thread. Never throws. A thread that does not hold the lock changes
+  // nothing on the server. The release is queued without waiting for its reply; commands issued
+  // later on the same client run after it, and the client flushes pending releases when it is
+  // destroyed. A release whose connection dies is retried idempotently.
+  void unlock() noexcept { (void)unlock_checked(); }
+  // mutex::unlock_checked()
+  // As unlock(), and says what happened: {} released one hold; errc::not_owner this thread held
+  // nothing; errc::lock_lost the hold had been lost before (it is forgotten now).
+  std::error_code unlock_checked() noexcept;
+
+  // mutex::is_locked(): whether anyone holds the lock now (asks Redis; throws dlock::error).
+  bool is_locked() const;
+  // mutex::is_held_by_current_thread(): this thread holds it and has not lost it (no I/O).
+  bool is_held_by_current_thread() const noexcept;
+  // mutex::hold_count(): how many times this thread holds it (no I/O; 0 if not, or lost).
+  std::uint64_t hold_count() const noexcept;
+  // mutex::remaining_ttl(): the lock's remaining lease as Redis sees it; -1 ms when it has no
+  // TTL, -2 ms when nobody holds it (asks Redis; throws dlock::error).
+  std::chrono::milliseconds remaining_ttl() const;
+  // mutex::force_unlock(): deletes the lock whoever holds it and wakes its waiters. Returns
+  // whether there was a lock. Throws dlock::error on I/O failure.
+  bool force_unlock();
+  // mutex::fencing_token(): the token of this thread's current hold; 0 when it holds none.
+  std::uint64_t fencing_token() const noexcept;
+  // mutex::stop_token(): stopped when this thread's current hold is lost. A token that can never
+  // stop (stop_possible() == false) when this thread holds nothing.
+  std::stop_token stop_token() const noexcept;
+
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  friend class client;
+  mutex(std::shared_ptr<locks::lock_service> service, std::string name)
+      : service_(std::move(service)), name_(std::move(name)) {}
+
+  template <typename Rep, typename Period>
+  static steady_clock::duration to_steady(const std::chrono::duration<Rep, Period>& d) {
+    // Clamp huge waits (duration::max()) so the deadline arithmetic cannot overflow.
+    constexpr auto cap = std::chrono::hours(24 * 365 * 100);
+    if (d > std::chrono::duration<Rep, Period>::zero() &&
+        std::chrono::duration_cast<std::chrono::duration<double>>(d) >
+            std::chrono::duration_cast<std::chrono::duration<double>>(cap)) {
+      return cap;
+    }
+    return std::chrono::ceil<steady_clock::duration>(d);
+  }
+  bool acquire_until(steady_clock::time_point deadline, const std::chrono::milliseconds* lease);
+
+  std::shared_ptr<locks::lock_service> service_;
+  std::string name_;
+};
+
+}  // namespace dlock

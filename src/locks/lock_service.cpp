@@ -1,0 +1,473 @@
+#include "locks/lock_service.hpp"
+
+#include <algorithm>
+#include <future>
+
+#include "core/eval.hpp"
+#include "core/sync_call.hpp"
+#include "dlock/embedded_scripts.hpp"
+#include "dlock/error.hpp"
+#include "locks/names.hpp"
+
+namespace dlock::locks {
+namespace {
+
+using std::chrono::milliseconds;
+
+// What Redisson publishes on unlock; its waiters and ours both understand it.
+constexpr std::string_view unlock_message = "0";
+
+// A hold counts as lost this much before its lease would end on the server, so the holder hears
+// of it while the lock is still its own.
+milliseconds safety_margin(milliseconds lease) {
+  return std::max(lease / 10, milliseconds(1));
+}
+
+// A release retried after a lost connection: how often, and how long its latch must outlive it.
+constexpr int release_tries = 5;
+
+lease::lease_scheduler make_scheduler(milliseconds watchdog) {
+  try {
+    return lease::lease_scheduler(watchdog, safety_margin(watchdog));
+  } catch (const std::invalid_argument& e) {
+    throw error(errc::invalid_argument, std::string("lock_watchdog_timeout: ") + e.what());
+  }
+}
+
+void check_lease(const milliseconds* lease) {
+  if (lease != nullptr && lease->count() <= 0) {
+    throw error(errc::invalid_argument, "a lock lease must be positive");
+  }
+}
+
+bool is_retryable(std::error_code ec) {
+  return ec == errc::connection_lost || ec == errc::timeout || ec == errc::connect_failed ||
+         ec == errc::connect_timeout;
+}
+
+}  // namespace
+
+std::vector<std::string_view> scripts_to_preload() {
+  return {scripts::reentrant_lock, scripts::reentrant_unlock, scripts::renew_leases,
+          scripts::force_unlock};
+}
+
+lock_service::lock_service(asio::io_context& io, topology::topology& servers,
+                           const client_options& options)
+    : io_(io),
+      servers_(servers),
+      options_(options),
+      client_id_(core::random_id()),
+      lock_script_(std::string(scripts::reentrant_lock)),
+      unlock_script_(std::string(scripts::reentrant_unlock)),
+      renew_script_(std::string(scripts::renew_leases)),
+      force_script_(std::string(scripts::force_unlock)),
+      scheduler_(make_scheduler(options.lock_watchdog_timeout)),
+      timer_(std::in_place, io) {
+  core::add_thread_exit_listener(this);
+}
+
+lock_service::~lock_service() {
+  core::remove_thread_exit_listener(this);
+}
+
+std::string lock_service::owner_field(std::uint64_t thread_key) const {
+  return client_id_ + ":" + std::to_string(thread_key);
+}
+
+reply lock_service::call_script(const script& s, const std::string& name,
+                                std::span<const std::string_view> keys,
+                                std::span<const std::string_view> args) {
+  core::sync_call call;
+  core::eval_on(servers_.connection_for(name), s, keys, args, options_.request_timeout,
+                call.handler());
+  return call.wait();
+}
+
+// --- acquiring ---------------------------------------------------------------------------------
+
+lock_service::attempt_result lock_service::attempt(const std::string& name,
+                                                   const milliseconds* lease) {
+  const std::uint64_t thread = core::current_thread_key();
+  const hold_key key{name, thread};
+  milliseconds lease_ms = lease != nullptr ? *lease : options_.lock_watchdog_timeout;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) throw error(errc::client_stopped, "the client of this lock was destroyed");
+    const auto it = holds_.find(key);
+    if (it != holds_.end() && !it->second.lost) lease_ms = it->second.lease;  // re-entry keeps it
+  }
+  const std::string field = owner_field(thread);
+  const std::string fence = fence_key(name);
+  const std::string lease_arg = std::to_string(lease_ms.count());
+  const std::string_view keys[] = {name, fence};
+  const std::string_view args[] = {lease_arg, field};
+  const auto sent_at = clock::now();
+  const reply r = call_script(lock_script_, name, keys, args);
+  if (!r.is_array() || r.elements.size() != 2) {
+    throw error(errc::protocol_error, "unexpected reply to the lock script: " + to_string(r));
+  }
+  const std::int64_t status = r.elements[0].integer;
+  const std::int64_t value = r.elements[1].integer;
+  if (status == 0) return {attempt_status::held_by_other, value};
+
+  bool wake_watchdog = false;
+  {
+    std::lock_guard lock(mutex_);
+    hold& h = holds_[key];
+    if (status == 1 || h.lost || h.count == 0) {
+      // A first hold, or one our server-side field survived a local loss: start afresh.
+      if (h.watchdog) {
+        (void)scheduler_.remove(*h.watchdog);
+        watchdog_owner_.erase(*h.watchdog);
+      }
+      h = hold{};
+      h.token = status == 1 ? static_cast<std::uint64_t>(value) : 0;
+      h.lease = lease_ms;
+      if (lease == nullptr) {
+        h.watchdog = scheduler_.add({name, field}, sent_at);
+        watchdog_owner_[*h.watchdog] = key;
+      } else {
+        h.lose_at = sent_at + lease_ms - safety_margin(lease_ms);
+      }
+      h.count = status == 1 ? 1 : static_cast<std::uint64_t>(value);
+      wake_watchdog = true;
+    } else {
+      h.count = static_cast<std::uint64_t>(value);
+    }
+  }
+  if (wake_watchdog) schedule_tick();
+  return {status == 1 ? attempt_status::acquired : attempt_status::reentered};
+}
+
+bool lock_service::acquire(const std::string& name, const milliseconds* lease,
+                           clock::time_point deadline) {
+  check_lease(lease);
+  attempt_result first = attempt(name, lease);
+  if (first.status != attempt_status::held_by_other) return true;
+  if (clock::now() >= deadline) return false;
+
+  // Wait: listen on the unlock channel, then retry after every wake-up. The retry right after
+  // the subscription is confirmed covers an unlock that happened before we listened.
+  const std::string channel = unlock_channel(name);
+  waiter w;
+  add_waiter(channel, &w);
+  struct leave_queue {
+    lock_service* self;
+    const std::string& channel;
+    waiter* w;
+    ~leave_queue() { self->remove_waiter(channel, w); }
+  } leave{this, channel, &w};
+
+  for (;;) {
+    // Listening now, so an unlock from here on leaves a permit; this attempt covers the ones
+    // before (and a channel subscribed long ago by another waiter).
+    const attempt_result r = attempt(name, lease);
+    if (r.status != attempt_status::held_by_other) return true;
+    if (clock::now() >= deadline) return false;
+    auto wake_at = deadline;
+    if (r.ttl_ms >= 0) wake_at = std::min(wake_at, clock::now() + milliseconds(r.ttl_ms + 1));
+    std::unique_lock lock(w.m);
+    w.cv.wait_until(lock, wake_at, [&] { return w.permit; });
+    w.permit = false;
+  }
+}
+
+// --- waiting -----------------------------------------------------------------------------------
+
+void lock_service::add_waiter(const std::string& channel, waiter* w) {
+  std::lock_guard lock(waiters_mutex_);
+  auto [it, created] = waiters_.try_emplace(channel);
+  it->second.queue.push_back(w);
+  if (!created) return;
+  std::weak_ptr<lock_service> weak = weak_from_this();
+  pubsub::subscriber& sub = servers_.subscriber_for(channel);
+  const std::uint64_t id = sub.add(channel, {[weak, channel](std::string_view) {
+                                               if (auto self = weak.lock())
+                                                 self->on_unlock_message(channel);
+                                             },
+                                             [weak, channel] {
+                                               if (auto self = weak.lock())
+                                                 self->on_subscribed(channel);
+                                             }});
+  it->second.sub = subscription(sub.shared_from_this(), id);
+}
+
+void lock_service::remove_waiter(const std::string& channel, waiter* w) {
+  subscription last;  // unsubscribed after the mutex is released
+  {
+    std::lock_guard lock(waiters_mutex_);
+    const auto it = waiters_.find(channel);
+    if (it == waiters_.end()) return;
+    auto& queue = it->second.queue;
+    queue.erase(std::remove(queue.begin(), queue.end(), w), queue.end());
+    if (!queue.empty()) return;
+    last = std::move(it->second.sub);
+    waiters_.erase(it);
+  }
+}
+
+void lock_service::on_unlock_message(const std::string& channel) {
+  // One message, one waiter: the first that has no wake-up pending keeps its place in line.
+  std::lock_guard lock(waiters_mutex_);
+  const auto it = waiters_.find(channel);
+  if (it == waiters_.end()) return;
+  for (waiter* w : it->second.queue) {
+    std::lock_guard wl(w->m);
+    if (w->permit) continue;
+    w->permit = true;
+    w->cv.notify_one();
+    return;
+  }
+}
+
+void lock_service::on_subscribed(const std::string& channel) {
+  // Subscribed (again): what was published before is lost, so every waiter re-checks.
+  std::lock_guard lock(waiters_mutex_);
+  const auto it = waiters_.find(channel);
+  if (it == waiters_.end()) return;
+  for (waiter* w : it->second.queue) {
+    std::lock_guard wl(w->m);
+    w->permit = true;
+    w->cv.notify_one();
+  }
+}
+
+// --- releasing ---------------------------------------------------------------------------------
+
+std::error_code lock_service::release(const std::string& name) noexcept {
+  try {
+    const std::uint64_t thread = core::current_thread_key();
+    std::error_code result;
+    std::lock_guard lock(mutex_);
+    if (stopping_) return make_error_code(errc::client_stopped);
+    const auto it = holds_.find({name, thread});
+    if (it == holds_.end() || it->second.count == 0) return make_error_code(errc::not_owner);
+    hold& h = it->second;
+    if (h.lost) result = make_error_code(errc::lock_lost);
+    const std::string lease_arg = std::to_string(h.lease.count());
+    if (h.lost || --h.count == 0) {
+      if (h.watchdog) {
+        (void)scheduler_.remove(*h.watchdog);
+        watchdog_owner_.erase(*h.watchdog);
+      }
+      holds_.erase(it);
+    }
+    // Sent even for a lost hold: the script changes nothing unless our field is still there, and
+    // then it frees the lock for others sooner.
+    const std::string release_id = std::to_string(next_release_id_++);
+    const std::string latch_ttl = std::to_string((options_.request_timeout * (release_tries + 1) +
+                                                  options_.reconnect_delay_max * release_tries)
+                                                     .count());
+    send_release(
+        name, {name, unlock_channel(name), release_latch_key(name, client_id_ + ":" + release_id)},
+        {std::string(unlock_message), lease_arg, owner_field(thread), latch_ttl}, release_tries);
+    return result;
+  } catch (...) {
+    // Out of memory while building the request: the lease will end the hold on the server.
+    return make_error_code(errc::client_stopped);
+  }
+}
+
+void lock_service::send_release(const std::string& name, std::vector<std::string> keys,
+                                std::vector<std::string> args, int tries_left) {
+  {
+    std::lock_guard lock(releases_mutex_);
+    ++releases_in_flight_;
+  }
+  std::vector<std::string_view> key_views(keys.begin(), keys.end());
+  std::vector<std::string_view> arg_views(args.begin(), args.end());
+  std::weak_ptr<lock_service> weak = weak_from_this();
+  core::eval_on(servers_.connection_for(name), unlock_script_, key_views, arg_views,
+                options_.request_timeout,
+                [weak, name, keys = std::move(keys), args = std::move(args), tries_left](
+                    std::error_code ec, reply) mutable {
+                  auto self = weak.lock();
+                  if (!self) return;
+                  // The latch makes the retry return the first outcome if the first try did run.
+                  if (ec && is_retryable(ec) && tries_left > 1) {
+                    self->send_release(name, std::move(keys), std::move(args), tries_left - 1);
+                  }
+                  std::lock_guard lock(self->releases_mutex_);
+                  --self->releases_in_flight_;
+                  self->releases_cv_.notify_all();
+                });
+}
+
+void lock_service::shutdown(milliseconds limit) {
+  {
+    std::unique_lock lock(releases_mutex_);
+    releases_cv_.wait_for(lock, limit, [&] { return releases_in_flight_ == 0; });
+  }
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  // The timer belongs to the I/O thread (still running): drop it there, so that handles that
+  // outlive the client never touch the destroyed io_context.
+  std::promise<void> dropped;
+  asio::post(io_, [this, &dropped] {
+    timer_.reset();
+    dropped.set_value();
+  });
+  dropped.get_future().wait();
+}
+
+void lock_service::check_running() const {
+  std::lock_guard lock(mutex_);
+  if (stopping_) throw error(errc::client_stopped, "the client of this lock was destroyed");
+}
+
+bool lock_service::force_release(const std::string& name) {
+  check_running();
+  const std::string channel = unlock_channel(name);
+  const std::string_view keys[] = {name, channel};
+  const std::string_view args[] = {unlock_message};
+  return call_script(force_script_, name, keys, args).integer == 1;
+}
+
+bool lock_service::is_locked(const std::string& name) {
+  check_running();
+  const std::string_view args[] = {"EXISTS", name};
+  core::sync_call call;
+  servers_.connection_for(name).send(args, call.handler(), options_.request_timeout);
+  return call.wait().integer == 1;
+}
+
+milliseconds lock_service::remaining_ttl(const std::string& name) {
+  check_running();
+  const std::string_view args[] = {"PTTL", name};
+  core::sync_call call;
+  servers_.connection_for(name).send(args, call.handler(), options_.request_timeout);
+  return milliseconds(call.wait().integer);
+}
+
+std::uint64_t lock_service::hold_count(const std::string& name) const noexcept {
+  std::lock_guard lock(mutex_);
+  const auto it = holds_.find({name, core::current_thread_key()});
+  return it == holds_.end() || it->second.lost ? 0 : it->second.count;
+}
+
+std::uint64_t lock_service::fencing_token(const std::string& name) const noexcept {
+  std::lock_guard lock(mutex_);
+  const auto it = holds_.find({name, core::current_thread_key()});
+  return it == holds_.end() ? 0 : it->second.token;
+}
+
+std::stop_token lock_service::stop_token(const std::string& name) const noexcept {
+  std::lock_guard lock(mutex_);
+  const auto it = holds_.find({name, core::current_thread_key()});
+  return it == holds_.end() ? std::stop_token{} : it->second.stop->get_token();
+}
+
+// --- the watchdog ------------------------------------------------------------------------------
+
+void lock_service::schedule_tick() {
+  asio::post(io_, [weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->tick();
+  });
+}
+
+void lock_service::tick() {
+  std::vector<std::shared_ptr<std::stop_source>> lost;
+  std::optional<clock::time_point> next;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    const auto now = clock::now();
+
+    std::vector<lease::renewal> batch = scheduler_.due(now);
+    if (!batch.empty()) {
+      // One script renews every due lease. Queued under mutex_: see the header.
+      std::vector<std::string> arg_storage{std::to_string(options_.lock_watchdog_timeout.count())};
+      std::vector<std::string_view> keys, args;
+      for (const auto& r : batch)
+        arg_storage.push_back(r.key->owner_field);
+      for (const auto& r : batch)
+        keys.push_back(r.key->name);
+      for (const auto& a : arg_storage)
+        args.push_back(a);
+      std::weak_ptr<lock_service> weak = weak_from_this();
+      core::eval_on(servers_.connection_for(keys.front()), renew_script_, keys, args,
+                    options_.request_timeout,
+                    [weak, batch, &io = io_](std::error_code ec, reply r) mutable {
+                      // Posted: on a stopped connection this runs at once, under our mutex.
+                      asio::post(io, [weak, batch = std::move(batch), ec, r = std::move(r)] {
+                        if (auto self = weak.lock()) self->on_renewed(batch, ec, r);
+                      });
+                    });
+    }
+
+    auto mark_lost = [&](hold& h) {
+      if (h.lost) return;
+      h.lost = true;
+      lost.push_back(h.stop);
+      ++lost_count_;
+    };
+    for (const lease::lost_lease& l : scheduler_.take_lost(now)) {
+      const auto owner = watchdog_owner_.find(l.id);
+      if (owner == watchdog_owner_.end()) continue;
+      const auto it = holds_.find(owner->second);
+      watchdog_owner_.erase(owner);
+      if (it == holds_.end()) continue;
+      it->second.watchdog.reset();
+      mark_lost(it->second);
+    }
+    for (auto& [key, h] : holds_) {
+      if (h.lose_at && !h.lost) {
+        if (*h.lose_at <= now) {
+          mark_lost(h);
+        } else if (!next || *h.lose_at < *next) {
+          next = h.lose_at;
+        }
+      }
+    }
+    if (const auto w = scheduler_.next_wakeup(); w && (!next || *w < *next)) next = w;
+  }
+  // Outside the mutex: stop callbacks are user code.
+  for (auto& s : lost)
+    s->request_stop();
+  if (next && timer_) {
+    timer_->expires_at(*next);
+    timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+      if (ec) return;
+      if (auto self = weak.lock()) self->tick();
+    });
+  }
+}
+
+void lock_service::on_renewed(const std::vector<lease::renewal>& batch, std::error_code ec,
+                              const reply& r) {
+  {
+    std::lock_guard lock(mutex_);
+    const auto now = clock::now();
+    const bool answered = !ec && r.is_array() && r.elements.size() == batch.size();
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      lease::renewal_outcome outcome = lease::renewal_outcome::failed;
+      if (answered) {
+        outcome = r.elements[i].integer == 1 ? lease::renewal_outcome::renewed
+                                             : lease::renewal_outcome::not_held;
+      }
+      scheduler_.on_result(batch[i].id, batch[i].sent_at, outcome, now);
+    }
+  }
+  tick();
+}
+
+void lock_service::on_thread_exit(std::uint64_t thread_key) noexcept {
+  // A thread that ended cannot unlock: stop renewing its holds and let their leases run out.
+  std::lock_guard lock(mutex_);
+  for (auto it = holds_.begin(); it != holds_.end();) {
+    if (it->first.second != thread_key) {
+      ++it;
+      continue;
+    }
+    if (it->second.watchdog) {
+      (void)scheduler_.remove(*it->second.watchdog);
+      watchdog_owner_.erase(*it->second.watchdog);
+    }
+    it = holds_.erase(it);
+  }
+}
+
+}  // namespace dlock::locks

@@ -1,0 +1,155 @@
+// src/locks/lock_service.hpp
+//
+// The reentrant lock's machinery, one per client, shared by every dlock::mutex handle:
+//   - the holds of this client, per (lock name, thread): count, fencing token, lease kind, and the
+//     stop_source that tells the holder when the hold is lost;
+//   - waiting: one pub/sub listener per lock channel; an unlock message wakes one waiting thread,
+//     a (re)subscription wakes them all to re-check (messages sent while unsubscribed are lost);
+//   - the watchdog: a lease_scheduler (src/lease) driven by a timer on the I/O thread, renewing
+//     every due lease in one renew_leases.lua call;
+//   - releases: queued without waiting, retried idempotently (a latch key per release) when the
+//     connection dies with one in flight, and flushed when the client stops.
+//
+// Locking order: mutex_ before waiters_mutex_ is never needed; each is taken alone, and user
+// callbacks (stop callbacks) run with neither held. Requests are queued while mutex_ is held so
+// that a renewal batch is always on the wire before a later release of the same lock.
+#pragma once
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/identity.hpp"
+#include "dlock/options.hpp"
+#include "dlock/script.hpp"
+#include "dlock/subscription.hpp"
+#include "lease/lease_scheduler.hpp"
+#include "topology/topology.hpp"
+
+namespace dlock::locks {
+
+using clock = std::chrono::steady_clock;
+
+// The Lua sources of the lock types: every command connection loads them when it connects.
+std::vector<std::string_view> scripts_to_preload();
+
+class lock_service : public std::enable_shared_from_this<lock_service>,
+                     private core::thread_exit_listener {
+ public:
+  // `io`, `servers` and `options` must outlive the service (the client owns all four).
+  lock_service(asio::io_context& io, topology::topology& servers, const client_options& options);
+  ~lock_service();
+
+  // Takes or re-enters `name` for the calling thread. `lease`: explicit, or nullptr for the
+  // watchdog. Waits until `deadline` (a past deadline means one attempt). Returns whether the
+  // thread holds it. Throws dlock::error for I/O failures and invalid durations.
+  bool acquire(const std::string& name, const std::chrono::milliseconds* lease,
+               clock::time_point deadline);
+
+  // Releases one hold of the calling thread; see mutex::unlock_checked().
+  std::error_code release(const std::string& name) noexcept;
+
+  bool force_release(const std::string& name);
+  bool is_locked(const std::string& name);
+  std::chrono::milliseconds remaining_ttl(const std::string& name);
+
+  // This thread's hold of `name` (no I/O).
+  std::uint64_t hold_count(const std::string& name) const noexcept;
+  std::uint64_t fencing_token(const std::string& name) const noexcept;
+  std::stop_token stop_token(const std::string& name) const noexcept;
+
+  // Holds lost so far (renewal refused, unconfirmed until the lease end, explicit lease run out).
+  std::uint64_t lost_count() const noexcept { return lost_count_.load(); }
+
+  // The client is stopping: waits up to `limit` for queued releases, then stops the watchdog.
+  // Afterwards every call fails with errc::client_stopped (handles may outlive the client).
+  void shutdown(std::chrono::milliseconds limit);
+
+ private:
+  struct hold {
+    std::uint64_t count = 0;
+    std::uint64_t token = 0;
+    std::chrono::milliseconds lease{0};
+    std::optional<lease::lease_id> watchdog;   // renewed holds
+    std::optional<clock::time_point> lose_at;  // explicit leases: when to count it lost
+    std::shared_ptr<std::stop_source> stop = std::make_shared<std::stop_source>();
+    bool lost = false;
+  };
+  using hold_key = std::pair<std::string, std::uint64_t>;  // (name, thread key)
+
+  // A thread waiting for a lock; woken by a permit.
+  struct waiter {
+    std::mutex m;
+    std::condition_variable cv;
+    bool permit = false;
+  };
+  struct channel_waiters {
+    subscription sub;
+    std::deque<waiter*> queue;
+  };
+
+  enum class attempt_status { acquired, reentered, held_by_other };
+  struct attempt_result {
+    attempt_status status;
+    std::int64_t ttl_ms = 0;  // held_by_other: remaining lease of the holder (-1: none)
+  };
+
+  void check_running() const;  // throws errc::client_stopped after shutdown()
+  attempt_result attempt(const std::string& name, const std::chrono::milliseconds* lease);
+  reply call_script(const script& s, const std::string& name,
+                    std::span<const std::string_view> keys, std::span<const std::string_view> args);
+  void send_release(const std::string& name, std::vector<std::string> keys,
+                    std::vector<std::string> args, int tries_left);
+
+  void add_waiter(const std::string& channel, waiter* w);
+  void remove_waiter(const std::string& channel, waiter* w);
+  void on_unlock_message(const std::string& channel);
+  void on_subscribed(const std::string& channel);
+
+  // The watchdog, on the I/O thread.
+  void schedule_tick();
+  void tick();
+  void on_renewed(const std::vector<lease::renewal>& batch, std::error_code ec, const reply& r);
+
+  void on_thread_exit(std::uint64_t thread_key) noexcept override;
+  std::string owner_field(std::uint64_t thread_key) const;
+
+  asio::io_context& io_;
+  topology::topology& servers_;
+  const client_options& options_;
+  const std::string client_id_;
+  const script lock_script_;
+  const script unlock_script_;
+  const script renew_script_;
+  const script force_script_;
+
+  mutable std::mutex mutex_;
+  std::map<hold_key, hold> holds_;
+  lease::lease_scheduler scheduler_;
+  std::map<lease::lease_id, hold_key> watchdog_owner_;
+  std::uint64_t next_release_id_ = 1;
+  bool stopping_ = false;
+
+  std::mutex waiters_mutex_;
+  std::map<std::string, channel_waiters> waiters_;
+
+  std::optional<asio::steady_timer> timer_;  // I/O thread only; dropped by shutdown()
+  std::atomic<std::uint64_t> lost_count_{0};
+
+  std::mutex releases_mutex_;
+  std::condition_variable releases_cv_;
+  std::size_t releases_in_flight_ = 0;
+};
+
+}  // namespace dlock::locks

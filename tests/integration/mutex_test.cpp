@@ -1,0 +1,335 @@
+// dlock::mutex against a real redis-server: ownership, reentrancy, waiting without polling,
+// the watchdog, loss notification and fencing tokens.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+
+#include "dlock/dlock.hpp"
+#include "support/redis_fixture.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::steady_clock;
+using test::redis_server;
+using test::unique_key;
+
+// Scheduling slack for timing assertions on a loaded 2-core CI machine.
+constexpr auto timing_slack = 300ms;
+
+// std::unique_lock, std::scoped_lock and std::lock_guard need BasicLockable / Lockable /
+// TimedLockable; these fail to compile if dlock::mutex stops meeting them.
+static_assert(
+    std::is_invocable_v<decltype(&std::unique_lock<mutex>::try_lock_for<long, std::milli>),
+                        std::unique_lock<mutex>&, const std::chrono::milliseconds&>);
+[[maybe_unused]] void lockable_requirements_compile(mutex& a, mutex& b) {
+  std::lock_guard g{a};
+  std::scoped_lock both{a, b};
+  std::unique_lock timed{a, 2s};
+  std::unique_lock until{a, steady_clock::now() + 1s};
+  std::unique_lock deferred{a, std::defer_lock};
+  (void)deferred.try_lock();
+}
+
+client_options fast_watchdog(const redis_server& server, std::chrono::milliseconds lease) {
+  client_options o = client_options::from_url(server.url());
+  o.lock_watchdog_timeout = lease;
+  return o;
+}
+
+// Resolves when `token` is stopped; lets a test wait for loss notification as an event.
+class stop_waiter {
+ public:
+  explicit stop_waiter(std::stop_token token)
+      : callback_(std::move(token), [this] { stopped_.set_value(steady_clock::now()); }) {}
+  std::optional<steady_clock::time_point> wait_for(std::chrono::milliseconds limit) {
+    if (future_.wait_for(limit) != std::future_status::ready) return std::nullopt;
+    return future_.get();
+  }
+
+ private:
+  std::promise<steady_clock::time_point> stopped_;
+  std::future<steady_clock::time_point> future_ = stopped_.get_future();
+  std::stop_callback<std::function<void()>> callback_;
+};
+
+TEST(Mutex, BadNamesAndDurationsAreRejectedBeforeAnyCommand) {
+  redis_server server;
+  client c{server.url()};
+  for (const std::string& name : {std::string(), std::string(64 * 1024 + 1, 'x'),
+                                  std::string("a\0b", 3), std::string("line\nbreak")}) {
+    try {
+      (void)c.get_lock(name);
+      ADD_FAILURE() << "accepted a bad name of " << name.size() << " bytes";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument);
+    }
+  }
+  mutex m = c.get_lock(unique_key("m"));
+  EXPECT_THROW(m.lock(0ms), error);
+  EXPECT_THROW(m.lock(-5ms), error);
+  EXPECT_THROW((void)m.try_lock_for(0ms, -1ms), error);
+  EXPECT_FALSE(m.is_locked()) << "a rejected call sent a command";
+}
+
+TEST(Mutex, ReentrantHoldsAreCountedHereAndOnTheServer) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("m");
+  mutex m = c.get_lock(name);
+  m.lock();
+  const std::uint64_t token = m.fencing_token();
+  EXPECT_GT(token, 0u);
+  m.lock();
+  EXPECT_EQ(m.hold_count(), 2u);
+  EXPECT_EQ(m.fencing_token(), token) << "a re-entry is not a new acquisition";
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  EXPECT_TRUE(m.is_locked());
+  const reply fields = c.command({"HVALS", name});
+  ASSERT_EQ(fields.elements.size(), 1u);
+  EXPECT_EQ(fields.elements[0].str, "2");
+  EXPECT_GT(m.remaining_ttl(), 30s - 2s);  // the default watchdog lease
+
+  m.unlock();
+  EXPECT_EQ(m.hold_count(), 1u);
+  EXPECT_TRUE(m.is_locked());
+  EXPECT_EQ(m.unlock_checked(), std::error_code{});
+  EXPECT_EQ(m.hold_count(), 0u);
+  EXPECT_FALSE(m.is_held_by_current_thread());
+  EXPECT_FALSE(m.is_locked());  // the release was queued before this EXISTS on one connection
+  EXPECT_EQ(m.unlock_checked(), errc::not_owner);
+}
+
+// The release is queued, not awaited; commands issued after it must still see it done, also on a
+// server whose script cache was just emptied by a restart (no EVALSHA miss reorders it).
+TEST(Mutex, CommandsAfterUnlockSeeTheReleaseEvenAfterAServerRestart) {
+  redis_server server;
+  client_options o = client_options::from_url(server.url());
+  o.reconnect_delay_max = 200ms;
+  client c{o};
+  mutex m = c.get_lock(unique_key("m"));
+  m.lock();
+  m.unlock();
+  server.kill(SIGKILL);
+  server.start();
+  bool locked = false;
+  for (int attempt = 0; attempt < 50 && !locked; ++attempt) {
+    try {
+      m.lock();
+      locked = true;
+    } catch (const error& e) {
+      ASSERT_TRUE(e.code() == errc::connection_lost || e.code() == errc::connect_failed)
+          << e.what();
+    }
+  }
+  ASSERT_TRUE(locked);
+  m.unlock();
+  EXPECT_FALSE(m.is_locked());
+}
+
+TEST(Mutex, AnotherThreadsUnlockChangesNothing) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("m");
+  mutex m = c.get_lock(name);
+  m.lock();
+  const reply before = c.command({"HGETALL", name});
+  std::error_code other;
+  std::thread([&] { other = m.unlock_checked(); }).join();
+  EXPECT_EQ(other, errc::not_owner);
+  EXPECT_EQ(c.command({"HGETALL", name}), before);
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  m.unlock();
+}
+
+TEST(Mutex, TryLockForGivesUpOnTime) {
+  redis_server server;
+  client holder{server.url()}, waiter{server.url()};
+  const std::string name = unique_key("m");
+  mutex held = holder.get_lock(name);
+  held.lock();
+  mutex m = waiter.get_lock(name);
+  EXPECT_FALSE(m.try_lock());
+  const auto start = steady_clock::now();
+  EXPECT_FALSE(m.try_lock_for(300ms));
+  const auto took = steady_clock::now() - start;
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 400ms + timing_slack);
+  held.unlock();
+}
+
+TEST(Mutex, AWaiterWakesOnTheUnlockMessageNotAtTheLeaseEnd) {
+  redis_server server;
+  client holder{server.url()}, waiter{server.url()};
+  const std::string name = unique_key("m");
+  mutex held = holder.get_lock(name);
+  held.lock();  // 30 s watchdog lease: waking at its end would take far too long
+
+  mutex m = waiter.get_lock(name);
+  std::promise<void> waiting;
+  auto acquired = std::async(std::launch::async, [&] {
+    waiting.set_value();
+    const bool ok = m.try_lock_for(20s);
+    const auto at = steady_clock::now();
+    if (ok) m.unlock();
+    return std::make_pair(ok, at);
+  });
+  waiting.get_future().wait();
+  // Let the waiter fail its first attempt and subscribe; then the unlock must wake it.
+  ASSERT_EQ(acquired.wait_for(300ms), std::future_status::timeout) << "acquired a held lock";
+  const auto unlocked_at = steady_clock::now();
+  held.unlock();
+  ASSERT_EQ(acquired.wait_for(5s), std::future_status::ready);
+  const auto [ok, at] = acquired.get();
+  EXPECT_TRUE(ok);
+  EXPECT_LT(at - unlocked_at, timing_slack) << "woke late: polling or TTL wait instead of pub/sub";
+}
+
+TEST(Mutex, ForceUnlockWakesWaiters) {
+  redis_server server;
+  client holder{server.url()}, waiter{server.url()};
+  const std::string name = unique_key("m");
+  holder.get_lock(name).lock();
+  mutex m = waiter.get_lock(name);
+  auto acquired = std::async(std::launch::async, [&] {
+    const bool ok = m.try_lock_for(20s);
+    if (ok) m.unlock();
+    return ok;
+  });
+  ASSERT_EQ(acquired.wait_for(300ms), std::future_status::timeout);
+  EXPECT_TRUE(waiter.get_lock(name).force_unlock());
+  ASSERT_EQ(acquired.wait_for(2s), std::future_status::ready) << "force unlock woke no one";
+  EXPECT_TRUE(acquired.get());
+}
+
+// Non-atomic read-modify-write under the lock from two clients (two owners) and several threads:
+// any overlap loses an increment, so the final count proves mutual exclusion.
+TEST(Mutex, TwoClientsAndEightThreadsNeverOverlap) {
+  redis_server server;
+  client a{server.url()}, b{server.url()};
+  const std::string name = unique_key("m");
+  const std::string counter = unique_key("counter");
+  constexpr int per_thread = 40;
+  std::atomic<int> inside{0}, overlaps{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    client& c = t % 2 == 0 ? a : b;
+    threads.emplace_back([&, t] {
+      mutex m = c.get_lock(name);
+      for (int i = 0; i < per_thread; ++i) {
+        std::unique_lock guard{m};
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        const reply v = c.command({"GET", counter});
+        const long long n = v.is_nil() ? 0 : std::stoll(v.str);
+        c.command({"SET", counter, std::to_string(n + 1)});
+        inside.fetch_sub(1);
+      }
+      (void)t;
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(a.command({"GET", counter}).str, std::to_string(8 * per_thread));
+}
+
+TEST(Mutex, FencingTokensStrictlyIncreaseAcrossClients) {
+  redis_server server;
+  client a{server.url()}, b{server.url()};
+  const std::string name = unique_key("m");
+  std::uint64_t last = 0;
+  for (int i = 0; i < 10; ++i) {
+    mutex m = (i % 2 == 0 ? a : b).get_lock(name);
+    m.lock();
+    EXPECT_GT(m.fencing_token(), last);
+    last = m.fencing_token();
+    m.unlock();
+  }
+}
+
+TEST(Mutex, WatchdogKeepsAHoldPastItsLease) {
+  redis_server server;
+  client c{fast_watchdog(server, 600ms)};
+  mutex m = c.get_lock(unique_key("m"));
+  m.lock();
+  stop_waiter lost{m.stop_token()};
+  // Held work lasting five leases; the watchdog renews every 200 ms meanwhile.
+  EXPECT_FALSE(lost.wait_for(3s).has_value()) << "the hold was lost while its holder lived";
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  EXPECT_GT(m.remaining_ttl(), 0ms);
+  EXPECT_EQ(m.unlock_checked(), std::error_code{});
+  EXPECT_FALSE(m.is_locked());
+}
+
+TEST(Mutex, ExplicitLeaseRunsOutAndTheHolderIsTold) {
+  redis_server server;
+  client c{server.url()};
+  mutex m = c.get_lock(unique_key("m"));
+  const auto start = steady_clock::now();
+  m.lock(500ms);
+  stop_waiter lost{m.stop_token()};
+  const auto at = lost.wait_for(3s);
+  ASSERT_TRUE(at.has_value()) << "an expired explicit lease was not reported";
+  // Told before the server drops it (safety margin: a tenth of the lease).
+  EXPECT_LE(*at - start, 500ms);
+  EXPECT_GE(*at - start, 400ms);
+  EXPECT_FALSE(m.is_held_by_current_thread());
+  EXPECT_EQ(m.unlock_checked(), errc::lock_lost);
+}
+
+TEST(Mutex, DeletingTheKeyBehindTheHoldersBackFiresTheStopTokenWithinARenewal) {
+  redis_server server;
+  const auto lease = 900ms;
+  client c{fast_watchdog(server, lease)};
+  const std::string name = unique_key("m");
+  mutex m = c.get_lock(name);
+  m.lock();
+  stop_waiter lost{m.stop_token()};
+  const auto deleted_at = steady_clock::now();
+  c.command({"DEL", name});
+  const auto at = lost.wait_for(5s);
+  ASSERT_TRUE(at.has_value()) << "losing the key went unnoticed";
+  EXPECT_LT(*at - deleted_at, lease / 3 + timing_slack);
+  EXPECT_FALSE(m.is_held_by_current_thread());
+  EXPECT_EQ(m.unlock_checked(), errc::lock_lost);
+}
+
+TEST(Mutex, ManyWaitingThreadsShareOneSubscriptionAndAllAcquire) {
+  redis_server server;
+  client c{server.url()}, holder{server.url()};
+  const std::string name = unique_key("m");
+  mutex held = holder.get_lock(name);
+  held.lock();
+  constexpr int waiters = 64;
+  std::atomic<int> acquired{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < waiters; ++i) {
+    threads.emplace_back([&] {
+      mutex m = c.get_lock(name);
+      if (m.try_lock_for(30s)) {
+        ++acquired;
+        m.unlock();
+      }
+    });
+  }
+  // Every waiter shares the client's one subscription to the lock's channel.
+  const std::string channel = "redisson_lock__channel:{" + name + "}";
+  std::int64_t subscribers = 0;
+  for (int i = 0; i < 200 && subscribers == 0; ++i) {
+    subscribers = holder.command({"PUBSUB", "NUMSUB", channel}).elements.at(1).integer;
+    if (subscribers == 0) std::this_thread::sleep_for(10ms);  // bounded wait for SUBSCRIBE
+  }
+  EXPECT_EQ(subscribers, 1);
+  held.unlock();
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(acquired.load(), waiters);
+}
+
+}  // namespace
+}  // namespace dlock
