@@ -252,6 +252,36 @@ TEST(Mutex, FencingTokensStrictlyIncreaseAcrossClients) {
   }
 }
 
+// The fenced write documented in the README (examples/fenced_write.cpp): a holder whose lease ran
+// out while it was paused is refused once a newer holder has written.
+TEST(Mutex, FencingTokensLetTheResourceRefuseAStaleHolder) {
+  redis_server server;
+  client a{server.url()}, b{server.url()};
+  const std::string name = unique_key("m");
+  const std::string resource = unique_key("resource"), fence = unique_key("fence");
+  const script fenced_write{R"lua(
+local highest = tonumber(redis.call('get', KEYS[2]) or '0')
+if tonumber(ARGV[1]) < highest then return 0 end
+redis.call('set', KEYS[2], ARGV[1])
+redis.call('set', KEYS[1], ARGV[2])
+return 1
+)lua"};
+  mutex stale = a.get_lock(name);
+  stale.lock(200ms);
+  const std::string stale_token = std::to_string(stale.fencing_token());
+  stop_waiter lost{stale.stop_token()};
+  ASSERT_TRUE(lost.wait_for(2s).has_value());  // "paused" past its lease
+
+  mutex fresh = b.get_lock(name);
+  ASSERT_TRUE(fresh.try_lock_for(2s));
+  const std::string fresh_token = std::to_string(fresh.fencing_token());
+  EXPECT_EQ(b.eval(fenced_write, {resource, fence}, {fresh_token, "new"}).integer, 1);
+  EXPECT_EQ(a.eval(fenced_write, {resource, fence}, {stale_token, "stale"}).integer, 0);
+  EXPECT_EQ(b.command({"GET", resource}).str, "new");
+  fresh.unlock();
+  EXPECT_EQ(stale.unlock_checked(), errc::lock_lost);
+}
+
 TEST(Mutex, WatchdogKeepsAHoldPastItsLease) {
   redis_server server;
   client c{fast_watchdog(server, 600ms)};
@@ -299,28 +329,89 @@ TEST(Mutex, DeletingTheKeyBehindTheHoldersBackFiresTheStopTokenWithinARenewal) {
   EXPECT_EQ(m.unlock_checked(), errc::lock_lost);
 }
 
-TEST(Mutex, ManyWaitingThreadsShareOneSubscriptionAndAllAcquire) {
+// A Redisson client (its lock and unlock scripts, verbatim from seed 001) holds the lock: a dlock
+// waiter waits and wakes on Redisson's unlock message.
+TEST(Mutex, WaitsForARedissonHolderAndWakesOnItsUnlockMessage) {
+  redis_server server;
+  client c{server.url()}, foreign{server.url()};
+  const std::string name = unique_key("m");
+  const script redisson_lock{
+      "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hset', KEYS[1], ARGV[2], 1); "
+      "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+      "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], "
+      "ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+      "return redis.call('pttl', KEYS[1]);"};
+  const script redisson_unlock{
+      "if (redis.call('exists', KEYS[1]) == 0) then redis.call('publish', KEYS[2], ARGV[1]); "
+      "return 1; end;if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; "
+      "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then "
+      "redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); "
+      "redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;"};
+  const std::string channel = "redisson_lock__channel:{" + name + "}";
+  ASSERT_TRUE(foreign.eval(redisson_lock, {name}, {"30000", "java-uuid:1"}).is_nil());
+
+  mutex m = c.get_lock(name);
+  auto acquired = std::async(std::launch::async, [&] {
+    const bool ok = m.try_lock_for(20s);
+    const auto at = steady_clock::now();
+    if (ok) m.unlock();
+    return std::make_pair(ok, at);
+  });
+  ASSERT_EQ(acquired.wait_for(300ms), std::future_status::timeout) << "took a Redisson-held lock";
+  const auto unlocked_at = steady_clock::now();
+  ASSERT_EQ(foreign.eval(redisson_unlock, {name, channel}, {"0", "30000", "java-uuid:1"}).integer,
+            1);
+  ASSERT_EQ(acquired.wait_for(5s), std::future_status::ready);
+  const auto [ok, at] = acquired.get();
+  EXPECT_TRUE(ok);
+  EXPECT_LT(at - unlocked_at, timing_slack);
+}
+
+TEST(Mutex, AServerRestartLosesTheHoldAndTellsTheHolderWithinARenewal) {
+  redis_server server;
+  const auto lease = 900ms;
+  client_options o = fast_watchdog(server, lease);
+  o.reconnect_delay_max = 100ms;
+  client c{o};
+  mutex m = c.get_lock(unique_key("m"));
+  m.lock();
+  stop_waiter lost{m.stop_token()};
+  const auto restarted_at = steady_clock::now();
+  server.kill(SIGKILL);  // no persistence: the lock is gone with the process
+  server.start();
+  const auto at = lost.wait_for(5s);
+  ASSERT_TRUE(at.has_value()) << "a restart that dropped the lock went unnoticed";
+  // The next renewal finds the lock gone: within one renewal period, or at the latest at the
+  // safety margin before the lease end if the server was still down then.
+  EXPECT_LT(*at - restarted_at, lease + timing_slack);
+  EXPECT_EQ(m.unlock_checked(), errc::lock_lost);
+}
+
+// Waiting threads of one client share one subscription; each unlock message wakes one of them,
+// so the lock passes from waiter to waiter without a thundering herd, and all of them get it.
+void many_waiters_share_one_subscription(int waiters) {
   redis_server server;
   client c{server.url()}, holder{server.url()};
   const std::string name = unique_key("m");
   mutex held = holder.get_lock(name);
   held.lock();
-  constexpr int waiters = 64;
-  std::atomic<int> acquired{0};
+  std::atomic<int> acquired{0}, overlaps{0}, inside{0};
   std::vector<std::thread> threads;
+  threads.reserve(waiters);
   for (int i = 0; i < waiters; ++i) {
     threads.emplace_back([&] {
       mutex m = c.get_lock(name);
-      if (m.try_lock_for(30s)) {
+      if (m.try_lock_for(120s)) {
+        if (inside.fetch_add(1) != 0) ++overlaps;
         ++acquired;
+        inside.fetch_sub(1);
         m.unlock();
       }
     });
   }
-  // Every waiter shares the client's one subscription to the lock's channel.
   const std::string channel = "redisson_lock__channel:{" + name + "}";
   std::int64_t subscribers = 0;
-  for (int i = 0; i < 200 && subscribers == 0; ++i) {
+  for (int i = 0; i < 500 && subscribers == 0; ++i) {
     subscribers = holder.command({"PUBSUB", "NUMSUB", channel}).elements.at(1).integer;
     if (subscribers == 0) std::this_thread::sleep_for(10ms);  // bounded wait for SUBSCRIBE
   }
@@ -329,6 +420,16 @@ TEST(Mutex, ManyWaitingThreadsShareOneSubscriptionAndAllAcquire) {
   for (auto& t : threads)
     t.join();
   EXPECT_EQ(acquired.load(), waiters);
+  EXPECT_EQ(overlaps.load(), 0);
+}
+
+TEST(Mutex, ManyWaitingThreadsShareOneSubscriptionAndAllAcquire) {
+  many_waiters_share_one_subscription(64);
+}
+
+// CTest label "slow": 2,000 threads.
+TEST(SlowMutex, TwoThousandWaitingThreadsShareOneSubscriptionAndAllAcquire) {
+  many_waiters_share_one_subscription(2000);
 }
 
 }  // namespace
