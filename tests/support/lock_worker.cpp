@@ -1,0 +1,69 @@
+// A second process for the integration tests: holds a lock until killed, or runs counting
+// workers under a lock. Prints its results on stdout.
+//
+//   dlock_test_lock_worker hold  URL NAME WATCHDOG_MS
+//       takes NAME with a WATCHDOG_MS watchdog lease, prints "locked <token>", then waits to be
+//       killed (the watchdog keeps renewing meanwhile).
+//   dlock_test_lock_worker count URL NAME COUNTER THREADS ITERATIONS
+//       THREADS threads each do ITERATIONS times: lock, GET COUNTER, SET COUNTER n+1, unlock;
+//       prints "tokens_not_increasing <n>" (tokens seen by this process must only grow).
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlock/dlock.hpp"
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.size() == 4 && args[0] == "hold") {
+      dlock::client_options o = dlock::client_options::from_url(args[1]);
+      o.lock_watchdog_timeout = std::chrono::milliseconds(std::stoll(args[3]));
+      dlock::client c{o};
+      dlock::mutex m = c.get_lock(args[2]);
+      m.lock();
+      std::cout << "locked " << m.fencing_token() << std::endl;
+      for (;;)
+        ::pause();
+    }
+    if (args.size() == 6 && args[0] == "count") {
+      dlock::client c{args[1]};
+      const std::string name = args[2], counter = args[3];
+      const int threads = std::stoi(args[4]), iterations = std::stoi(args[5]);
+      std::mutex token_mutex;
+      std::uint64_t last_token = 0;
+      std::atomic<int> not_increasing{0};
+      std::vector<std::thread> workers;
+      for (int t = 0; t < threads; ++t) {
+        workers.emplace_back([&] {
+          dlock::mutex m = c.get_lock(name);
+          for (int i = 0; i < iterations; ++i) {
+            std::unique_lock guard{m};
+            {
+              std::lock_guard l(token_mutex);
+              if (m.fencing_token() <= last_token) ++not_increasing;
+              last_token = m.fencing_token();
+            }
+            const dlock::reply v = c.command({"GET", counter});
+            const long long n = v.is_nil() ? 0 : std::stoll(v.str);
+            c.command({"SET", counter, std::to_string(n + 1)});
+          }
+        });
+      }
+      for (auto& w : workers)
+        w.join();
+      std::cout << "tokens_not_increasing " << not_increasing.load() << std::endl;
+      return 0;
+    }
+  } catch (const dlock::error& e) {
+    std::cerr << "lock_worker: " << e.what() << "\n";
+    return 2;
+  }
+  std::cerr << "usage: see tests/support/lock_worker.cpp\n";
+  return 64;
+}
