@@ -296,6 +296,22 @@ TEST(Mutex, WatchdogKeepsAHoldPastItsLease) {
   EXPECT_FALSE(m.is_locked());
 }
 
+// The issue's own figures: a 3 s watchdog lease stays held for 10 s, and another client cannot
+// take it meanwhile.
+TEST(SlowMutex, ThreeSecondWatchdogLeaseStaysHeldForTenSeconds) {
+  redis_server server;
+  client c{fast_watchdog(server, 3s)}, other{server.url()};
+  const std::string name = unique_key("m");
+  mutex m = c.get_lock(name);
+  m.lock();
+  stop_waiter lost{m.stop_token()};
+  mutex contender = other.get_lock(name);
+  EXPECT_FALSE(contender.try_lock_for(10s)) << "another client took a held lock";
+  EXPECT_FALSE(lost.wait_for(0ms).has_value());
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  EXPECT_EQ(m.unlock_checked(), std::error_code{});
+}
+
 TEST(Mutex, ExplicitLeaseRunsOutAndTheHolderIsTold) {
   redis_server server;
   client c{server.url()};
