@@ -17,7 +17,7 @@ bool is_noscript(std::error_code ec, const reply& r) {
 
 void eval_on(net::connection& link, const script& s, std::span<const std::string_view> keys,
              std::span<const std::string_view> args, std::chrono::milliseconds timeout,
-             net::completion done) {
+             net::completion done, bool urgent) {
   // EVALSHA sha numkeys keys... args...; the fallback needs the arguments after this returns.
   auto owned = std::make_shared<std::vector<std::string>>();
   owned->reserve(3 + keys.size() + args.size());
@@ -39,7 +39,7 @@ void eval_on(net::connection& link, const script& s, std::span<const std::string
     std::vector<std::string_view> retry(owned->begin(), owned->end());
     link.send(retry, std::move(done), timeout);
   };
-  link.send(views, std::move(fallback), timeout);
+  link.send(views, std::move(fallback), timeout, urgent);
 }
 
 }  // namespace dlock::core

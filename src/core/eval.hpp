@@ -18,6 +18,6 @@ namespace dlock::core {
 // before later commands must not rely on the fallback for that.
 void eval_on(net::connection& link, const script& s, std::span<const std::string_view> keys,
              std::span<const std::string_view> args, std::chrono::milliseconds timeout,
-             net::completion done);
+             net::completion done, bool urgent = false);
 
 }  // namespace dlock::core

@@ -45,6 +45,15 @@ bool is_retryable(std::error_code ec) {
          ec == errc::connect_timeout;
 }
 
+[[noreturn]] void throw_stopped() {
+  throw error(errc::client_stopped, "the client of this lock was destroyed");
+}
+
+void fire(const std::vector<std::shared_ptr<std::stop_source>>& lost) {
+  for (const auto& s : lost)
+    s->request_stop();
+}
+
 }  // namespace
 
 std::vector<std::string_view> scripts_to_preload() {
@@ -56,7 +65,10 @@ lock_service::lock_service(asio::io_context& io, topology::topology& servers,
                            const client_options& options)
     : io_(io),
       servers_(servers),
-      options_(options),
+      watchdog_lease_(options.lock_watchdog_timeout),
+      request_timeout_(options.request_timeout),
+      latch_ttl_(options.request_timeout * (release_tries + 1) +
+                 options.reconnect_delay_max * release_tries),
       client_id_(core::random_id()),
       lock_script_(std::string(scripts::reentrant_lock)),
       unlock_script_(std::string(scripts::reentrant_unlock)),
@@ -75,13 +87,35 @@ std::string lock_service::owner_field(std::uint64_t thread_key) const {
   return client_id_ + ":" + std::to_string(thread_key);
 }
 
+template <typename F>
+auto lock_service::with_servers(F&& use) {
+  // Shared with other users, exclusive with shutdown(): once it has run, the topology and the
+  // io_context may be gone, and nothing here may touch them.
+  std::shared_lock lifetime(lifetime_);
+  if (stopped_) throw_stopped();
+  return use(servers_);
+}
+
 reply lock_service::call_script(const script& s, const std::string& name,
                                 std::span<const std::string_view> keys,
                                 std::span<const std::string_view> args) {
   core::sync_call call;
-  core::eval_on(servers_.connection_for(name), s, keys, args, options_.request_timeout,
-                call.handler());
+  with_servers([&](topology::topology& servers) {
+    core::eval_on(servers.connection_for(name), s, keys, args, request_timeout_, call.handler());
+  });
   return call.wait();
+}
+
+void lock_service::mark_lost(hold& h, std::vector<std::shared_ptr<std::stop_source>>& fired) {
+  if (h.lost) return;
+  h.lost = true;
+  if (h.watchdog) {
+    (void)scheduler_.remove(*h.watchdog);
+    watchdog_owner_.erase(*h.watchdog);
+    h.watchdog.reset();
+  }
+  fired.push_back(h.stop);
+  ++lost_count_;
 }
 
 // --- acquiring ---------------------------------------------------------------------------------
@@ -90,18 +124,25 @@ lock_service::attempt_result lock_service::attempt(const std::string& name,
                                                    const milliseconds* lease) {
   const std::uint64_t thread = core::current_thread_key();
   const hold_key key{name, thread};
-  milliseconds lease_ms = lease != nullptr ? *lease : options_.lock_watchdog_timeout;
+  milliseconds lease_ms = lease != nullptr ? *lease : watchdog_lease_;
+  bool watchdog = lease == nullptr;
+  std::uint64_t known = 0;
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) throw error(errc::client_stopped, "the client of this lock was destroyed");
     const auto it = holds_.find(key);
-    if (it != holds_.end() && !it->second.lost) lease_ms = it->second.lease;  // re-entry keeps it
+    if (it != holds_.end() && !it->second.lost) {
+      // A re-entry keeps the lease kind of the first hold.
+      known = it->second.count;
+      lease_ms = it->second.lease;
+      watchdog = !it->second.lose_at.has_value();
+    }
   }
   const std::string field = owner_field(thread);
   const std::string fence = fence_key(name);
   const std::string lease_arg = std::to_string(lease_ms.count());
+  const std::string known_arg = std::to_string(known);
   const std::string_view keys[] = {name, fence};
-  const std::string_view args[] = {lease_arg, field};
+  const std::string_view args[] = {lease_arg, field, known_arg};
   const auto sent_at = clock::now();
   const reply r = call_script(lock_script_, name, keys, args);
   if (!r.is_array() || r.elements.size() != 2) {
@@ -109,34 +150,46 @@ lock_service::attempt_result lock_service::attempt(const std::string& name,
   }
   const std::int64_t status = r.elements[0].integer;
   const std::int64_t value = r.elements[1].integer;
-  if (status == 0) return {attempt_status::held_by_other, value};
 
+  std::vector<std::shared_ptr<std::stop_source>> lost;
   bool wake_watchdog = false;
   {
     std::lock_guard lock(mutex_);
-    hold& h = holds_[key];
-    if (status == 1 || h.lost || h.count == 0) {
-      // A first hold, or one our server-side field survived a local loss: start afresh.
-      if (h.watchdog) {
-        (void)scheduler_.remove(*h.watchdog);
-        watchdog_owner_.erase(*h.watchdog);
-      }
-      h = hold{};
-      h.token = status == 1 ? static_cast<std::uint64_t>(value) : 0;
-      h.lease = lease_ms;
-      if (lease == nullptr) {
-        h.watchdog = scheduler_.add({name, field}, sent_at);
-        watchdog_owner_[*h.watchdog] = key;
-      } else {
-        h.lose_at = sent_at + lease_ms - safety_margin(lease_ms);
+    const auto it = holds_.find(key);
+    const bool live = it != holds_.end() && !it->second.lost && it->second.count > 0;
+    if (status == 0 || status == 1) {
+      // Our server-side hold is gone (taken, or expired and freshly acquired) while we still
+      // counted it: that hold is lost, whatever this call does next.
+      if (live) mark_lost(it->second, lost);
+    }
+    if (status != 0) {
+      hold& h = holds_[key];
+      if (status == 1 || !live) {
+        if (h.watchdog) {
+          (void)scheduler_.remove(*h.watchdog);
+          watchdog_owner_.erase(*h.watchdog);
+        }
+        const std::uint64_t token = status == 1 ? static_cast<std::uint64_t>(value) : h.token;
+        h = hold{};
+        h.token = token;
+        h.lease = lease_ms;
+        if (watchdog) {
+          h.watchdog = scheduler_.add({name, field}, sent_at);
+          watchdog_owner_[*h.watchdog] = key;
+        } else {
+          h.lose_at = sent_at + lease_ms - safety_margin(lease_ms);
+        }
+        wake_watchdog = true;
+      } else if (h.lose_at) {
+        // The re-entry re-set the TTL: an explicit lease runs from this request on.
+        h.lose_at = sent_at + h.lease - safety_margin(h.lease);
       }
       h.count = status == 1 ? 1 : static_cast<std::uint64_t>(value);
-      wake_watchdog = true;
-    } else {
-      h.count = static_cast<std::uint64_t>(value);
     }
   }
+  fire(lost);
   if (wake_watchdog) schedule_tick();
+  if (status == 0) return {attempt_status::held_by_other, value};
   return {status == 1 ? attempt_status::acquired : attempt_status::reentered};
 }
 
@@ -147,8 +200,7 @@ bool lock_service::acquire(const std::string& name, const milliseconds* lease,
   if (first.status != attempt_status::held_by_other) return true;
   if (clock::now() >= deadline) return false;
 
-  // Wait: listen on the unlock channel, then retry after every wake-up. The retry right after
-  // the subscription is confirmed covers an unlock that happened before we listened.
+  // Wait: listen on the unlock channel, then retry after every wake-up.
   const std::string channel = unlock_channel(name);
   waiter w;
   add_waiter(channel, &w);
@@ -180,39 +232,48 @@ void lock_service::add_waiter(const std::string& channel, waiter* w) {
   auto [it, created] = waiters_.try_emplace(channel);
   it->second.queue.push_back(w);
   if (!created) return;
-  std::weak_ptr<lock_service> weak = weak_from_this();
-  pubsub::subscriber& sub = servers_.subscriber_for(channel);
-  const std::uint64_t id = sub.add(channel, {[weak, channel](std::string_view) {
-                                               if (auto self = weak.lock())
-                                                 self->on_unlock_message(channel);
-                                             },
-                                             [weak, channel] {
-                                               if (auto self = weak.lock())
-                                                 self->on_subscribed(channel);
-                                             }});
-  it->second.sub = subscription(sub.shared_from_this(), id);
+  try {
+    std::weak_ptr<lock_service> weak = weak_from_this();
+    it->second.sub = with_servers([&](topology::topology& servers) {
+      pubsub::subscriber& sub = servers.subscriber_for(channel);
+      const std::uint64_t id = sub.add(channel, {[weak, channel](std::string_view) {
+                                                   if (auto self = weak.lock())
+                                                     self->on_unlock_message(channel);
+                                                 },
+                                                 [weak, channel] {
+                                                   if (auto self = weak.lock())
+                                                     self->on_subscribed(channel);
+                                                 }});
+      return subscription(sub.shared_from_this(), id);
+    });
+  } catch (...) {
+    waiters_.erase(it);
+    throw;
+  }
 }
 
 void lock_service::remove_waiter(const std::string& channel, waiter* w) {
   subscription last;  // unsubscribed after the mutex is released
-  {
-    std::lock_guard lock(waiters_mutex_);
-    const auto it = waiters_.find(channel);
-    if (it == waiters_.end()) return;
-    auto& queue = it->second.queue;
-    queue.erase(std::remove(queue.begin(), queue.end(), w), queue.end());
-    if (!queue.empty()) return;
-    last = std::move(it->second.sub);
-    waiters_.erase(it);
-  }
-}
-
-void lock_service::on_unlock_message(const std::string& channel) {
-  // One message, one waiter: the first that has no wake-up pending keeps its place in line.
   std::lock_guard lock(waiters_mutex_);
   const auto it = waiters_.find(channel);
   if (it == waiters_.end()) return;
-  for (waiter* w : it->second.queue) {
+  auto& queue = it->second.queue;
+  queue.erase(std::remove(queue.begin(), queue.end(), w), queue.end());
+  bool unused_permit = false;
+  {
+    std::lock_guard wl(w->m);
+    unused_permit = w->permit;
+  }
+  // A waiter that leaves (timed out, or failed) with an unused wake-up passes it on: the unlock
+  // it stands for is still there for someone else to take.
+  if (unused_permit) give_permit(it->second);
+  if (!queue.empty()) return;
+  last = std::move(it->second.sub);
+  waiters_.erase(it);
+}
+
+void lock_service::give_permit(channel_waiters& waiters) {
+  for (waiter* w : waiters.queue) {
     std::lock_guard wl(w->m);
     if (w->permit) continue;
     w->permit = true;
@@ -221,12 +282,23 @@ void lock_service::on_unlock_message(const std::string& channel) {
   }
 }
 
+void lock_service::on_unlock_message(const std::string& channel) {
+  // One message, one waiter: the first that has no wake-up pending keeps its place in line.
+  std::lock_guard lock(waiters_mutex_);
+  const auto it = waiters_.find(channel);
+  if (it != waiters_.end()) give_permit(it->second);
+}
+
 void lock_service::on_subscribed(const std::string& channel) {
   // Subscribed (again): what was published before is lost, so every waiter re-checks.
   std::lock_guard lock(waiters_mutex_);
   const auto it = waiters_.find(channel);
   if (it == waiters_.end()) return;
-  for (waiter* w : it->second.queue) {
+  wake_all(it->second);
+}
+
+void lock_service::wake_all(channel_waiters& waiters) {
+  for (waiter* w : waiters.queue) {
     std::lock_guard wl(w->m);
     w->permit = true;
     w->cv.notify_one();
@@ -239,30 +311,36 @@ std::error_code lock_service::release(const std::string& name) noexcept {
   try {
     const std::uint64_t thread = core::current_thread_key();
     std::error_code result;
-    std::lock_guard lock(mutex_);
-    if (stopping_) return make_error_code(errc::client_stopped);
-    const auto it = holds_.find({name, thread});
-    if (it == holds_.end() || it->second.count == 0) return make_error_code(errc::not_owner);
-    hold& h = it->second;
-    if (h.lost) result = make_error_code(errc::lock_lost);
-    const std::string lease_arg = std::to_string(h.lease.count());
-    if (h.lost || --h.count == 0) {
-      if (h.watchdog) {
-        (void)scheduler_.remove(*h.watchdog);
-        watchdog_owner_.erase(*h.watchdog);
+    std::vector<std::string> keys, args;
+    {
+      std::lock_guard lock(mutex_);
+      const auto it = holds_.find({name, thread});
+      if (it == holds_.end() || it->second.count == 0) return make_error_code(errc::not_owner);
+      hold& h = it->second;
+      // A lost hold is forgotten with all its counts; a live one gives up one.
+      const std::uint64_t holds = h.lost ? h.count : 1;
+      if (h.lost) result = make_error_code(errc::lock_lost);
+      const std::string lease_arg = std::to_string(h.lease.count());
+      h.count -= holds;
+      if (h.count == 0) {
+        if (h.watchdog) {
+          (void)scheduler_.remove(*h.watchdog);
+          watchdog_owner_.erase(*h.watchdog);
+        }
+        holds_.erase(it);
       }
-      holds_.erase(it);
+      // Sent even for a lost hold: the script changes nothing unless our field is still there,
+      // and then it frees the lock for others sooner.
+      const std::string release_id = client_id_ + ":" + std::to_string(next_release_id_++);
+      keys = {name, unlock_channel(name), release_latch_key(name, release_id)};
+      args = {std::string(unlock_message), lease_arg, owner_field(thread),
+              std::to_string(latch_ttl_.count()), std::to_string(holds)};
+      // Queued under mutex_, so a renewal batch taken before is on the wire before it.
+      send_release(name, std::move(keys), std::move(args), release_tries, false);
     }
-    // Sent even for a lost hold: the script changes nothing unless our field is still there, and
-    // then it frees the lock for others sooner.
-    const std::string release_id = std::to_string(next_release_id_++);
-    const std::string latch_ttl = std::to_string((options_.request_timeout * (release_tries + 1) +
-                                                  options_.reconnect_delay_max * release_tries)
-                                                     .count());
-    send_release(
-        name, {name, unlock_channel(name), release_latch_key(name, client_id_ + ":" + release_id)},
-        {std::string(unlock_message), lease_arg, owner_field(thread), latch_ttl}, release_tries);
     return result;
+  } catch (const error& e) {
+    return e.code();
   } catch (...) {
     // Out of memory while building the request: the lease will end the hold on the server.
     return make_error_code(errc::client_stopped);
@@ -270,76 +348,104 @@ std::error_code lock_service::release(const std::string& name) noexcept {
 }
 
 void lock_service::send_release(const std::string& name, std::vector<std::string> keys,
-                                std::vector<std::string> args, int tries_left) {
+                                std::vector<std::string> args, int tries_left, bool urgent) {
   {
     std::lock_guard lock(releases_mutex_);
     ++releases_in_flight_;
   }
+  auto finished = [this] {
+    std::lock_guard lock(releases_mutex_);
+    --releases_in_flight_;
+    releases_cv_.notify_all();
+  };
   std::vector<std::string_view> key_views(keys.begin(), keys.end());
   std::vector<std::string_view> arg_views(args.begin(), args.end());
   std::weak_ptr<lock_service> weak = weak_from_this();
-  core::eval_on(servers_.connection_for(name), unlock_script_, key_views, arg_views,
-                options_.request_timeout,
-                [weak, name, keys = std::move(keys), args = std::move(args), tries_left](
-                    std::error_code ec, reply) mutable {
-                  auto self = weak.lock();
-                  if (!self) return;
-                  // The latch makes the retry return the first outcome if the first try did run.
-                  if (ec && is_retryable(ec) && tries_left > 1) {
-                    self->send_release(name, std::move(keys), std::move(args), tries_left - 1);
-                  }
-                  std::lock_guard lock(self->releases_mutex_);
-                  --self->releases_in_flight_;
-                  self->releases_cv_.notify_all();
-                });
+  auto on_reply = [weak, name, keys = std::move(keys), args = std::move(args), tries_left](
+                      std::error_code ec, reply) mutable {
+    auto self = weak.lock();
+    if (!self) return;
+    // The latch makes a retry return the first outcome if the first try did run. It goes ahead
+    // of everything not yet written, so it runs before this thread's next lock of the same name.
+    if (ec && is_retryable(ec) && tries_left > 1) {
+      try {
+        self->send_release(name, std::move(keys), std::move(args), tries_left - 1, true);
+      } catch (...) {
+        // Stopped meanwhile: the lease ends the hold.
+      }
+    }
+    std::lock_guard lock(self->releases_mutex_);
+    --self->releases_in_flight_;
+    self->releases_cv_.notify_all();
+  };
+  try {
+    with_servers([&](topology::topology& servers) {
+      core::eval_on(servers.connection_for(name), unlock_script_, key_views, arg_views,
+                    request_timeout_, std::move(on_reply), urgent);
+    });
+  } catch (...) {
+    finished();
+    throw;
+  }
 }
 
 void lock_service::shutdown(milliseconds limit) {
   {
+    std::unique_lock lifetime(lifetime_);
+    stopped_ = true;  // nothing new reaches the topology from now on
+  }
+  {
+    // Releases already queued get `limit` to reach the server (the I/O thread still runs).
     std::unique_lock lock(releases_mutex_);
     releases_cv_.wait_for(lock, limit, [&] { return releases_in_flight_ == 0; });
   }
+  std::vector<std::shared_ptr<std::stop_source>> lost;
   {
+    // Nobody renews the remaining holds any more: their holders must hear it.
     std::lock_guard lock(mutex_);
-    stopping_ = true;
+    for (auto& [key, h] : holds_)
+      mark_lost(h, lost);
   }
-  // The timer belongs to the I/O thread (still running): drop it there, so that handles that
-  // outlive the client never touch the destroyed io_context.
+  {
+    // Waiting threads wake, retry, and get errc::client_stopped.
+    std::lock_guard lock(waiters_mutex_);
+    for (auto& [channel, waiters] : waiters_)
+      wake_all(waiters);
+  }
+  // The timer belongs to the I/O thread: drop it there, so that handles that outlive the client
+  // never touch the destroyed io_context.
   std::promise<void> dropped;
   asio::post(io_, [this, &dropped] {
     timer_.reset();
     dropped.set_value();
   });
   dropped.get_future().wait();
-}
-
-void lock_service::check_running() const {
-  std::lock_guard lock(mutex_);
-  if (stopping_) throw error(errc::client_stopped, "the client of this lock was destroyed");
+  fire(lost);
 }
 
 bool lock_service::force_release(const std::string& name) {
-  check_running();
   const std::string channel = unlock_channel(name);
   const std::string_view keys[] = {name, channel};
   const std::string_view args[] = {unlock_message};
   return call_script(force_script_, name, keys, args).integer == 1;
 }
 
-bool lock_service::is_locked(const std::string& name) {
-  check_running();
-  const std::string_view args[] = {"EXISTS", name};
+reply lock_service::call_command(const std::string& name, std::span<const std::string_view> args) {
   core::sync_call call;
-  servers_.connection_for(name).send(args, call.handler(), options_.request_timeout);
-  return call.wait().integer == 1;
+  with_servers([&](topology::topology& servers) {
+    servers.connection_for(name).send(args, call.handler(), request_timeout_);
+  });
+  return call.wait();
+}
+
+bool lock_service::is_locked(const std::string& name) {
+  const std::string_view args[] = {"EXISTS", name};
+  return call_command(name, args).integer == 1;
 }
 
 milliseconds lock_service::remaining_ttl(const std::string& name) {
-  check_running();
   const std::string_view args[] = {"PTTL", name};
-  core::sync_call call;
-  servers_.connection_for(name).send(args, call.handler(), options_.request_timeout);
-  return milliseconds(call.wait().integer);
+  return milliseconds(call_command(name, args).integer);
 }
 
 std::uint64_t lock_service::hold_count(const std::string& name) const noexcept {
@@ -363,9 +469,15 @@ std::stop_token lock_service::stop_token(const std::string& name) const noexcept
 // --- the watchdog ------------------------------------------------------------------------------
 
 void lock_service::schedule_tick() {
-  asio::post(io_, [weak = weak_from_this()] {
-    if (auto self = weak.lock()) self->tick();
-  });
+  try {
+    with_servers([&](topology::topology&) {
+      asio::post(io_, [weak = weak_from_this()] {
+        if (auto self = weak.lock()) self->tick();
+      });
+    });
+  } catch (const error&) {
+    // Stopped: no watchdog any more.
+  }
 }
 
 void lock_service::tick() {
@@ -373,13 +485,12 @@ void lock_service::tick() {
   std::optional<clock::time_point> next;
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) return;
     const auto now = clock::now();
 
     std::vector<lease::renewal> batch = scheduler_.due(now);
     if (!batch.empty()) {
       // One script renews every due lease. Queued under mutex_: see the header.
-      std::vector<std::string> arg_storage{std::to_string(options_.lock_watchdog_timeout.count())};
+      std::vector<std::string> arg_storage{std::to_string(watchdog_lease_.count())};
       std::vector<std::string_view> keys, args;
       for (const auto& r : batch)
         arg_storage.push_back(r.key->owner_field);
@@ -388,22 +499,21 @@ void lock_service::tick() {
       for (const auto& a : arg_storage)
         args.push_back(a);
       std::weak_ptr<lock_service> weak = weak_from_this();
-      core::eval_on(servers_.connection_for(keys.front()), renew_script_, keys, args,
-                    options_.request_timeout,
-                    [weak, batch, &io = io_](std::error_code ec, reply r) mutable {
-                      // Posted: on a stopped connection this runs at once, under our mutex.
-                      asio::post(io, [weak, batch = std::move(batch), ec, r = std::move(r)] {
-                        if (auto self = weak.lock()) self->on_renewed(batch, ec, r);
-                      });
-                    });
+      try {
+        with_servers([&](topology::topology& servers) {
+          core::eval_on(servers.connection_for(keys.front()), renew_script_, keys, args,
+                        request_timeout_, [weak, batch, &io = io_](std::error_code ec, reply r) {
+                          // Posted: on a stopped connection this runs at once, under mutex_.
+                          asio::post(io, [weak, batch, ec, r = std::move(r)] {
+                            if (auto self = weak.lock()) self->on_renewed(batch, ec, r);
+                          });
+                        });
+        });
+      } catch (const error&) {
+        return;  // stopped: shutdown() reports the remaining holds
+      }
     }
 
-    auto mark_lost = [&](hold& h) {
-      if (h.lost) return;
-      h.lost = true;
-      lost.push_back(h.stop);
-      ++lost_count_;
-    };
     for (const lease::lost_lease& l : scheduler_.take_lost(now)) {
       const auto owner = watchdog_owner_.find(l.id);
       if (owner == watchdog_owner_.end()) continue;
@@ -411,22 +521,20 @@ void lock_service::tick() {
       watchdog_owner_.erase(owner);
       if (it == holds_.end()) continue;
       it->second.watchdog.reset();
-      mark_lost(it->second);
+      mark_lost(it->second, lost);
     }
     for (auto& [key, h] : holds_) {
-      if (h.lose_at && !h.lost) {
-        if (*h.lose_at <= now) {
-          mark_lost(h);
-        } else if (!next || *h.lose_at < *next) {
-          next = h.lose_at;
-        }
+      if (!h.lose_at || h.lost) continue;
+      if (*h.lose_at <= now) {
+        mark_lost(h, lost);
+      } else if (!next || *h.lose_at < *next) {
+        next = h.lose_at;
       }
     }
     if (const auto w = scheduler_.next_wakeup(); w && (!next || *w < *next)) next = w;
   }
   // Outside the mutex: stop callbacks are user code.
-  for (auto& s : lost)
-    s->request_stop();
+  fire(lost);
   if (next && timer_) {
     timer_->expires_at(*next);
     timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
@@ -456,18 +564,20 @@ void lock_service::on_renewed(const std::vector<lease::renewal>& batch, std::err
 
 void lock_service::on_thread_exit(std::uint64_t thread_key) noexcept {
   // A thread that ended cannot unlock: stop renewing its holds and let their leases run out.
-  std::lock_guard lock(mutex_);
-  for (auto it = holds_.begin(); it != holds_.end();) {
-    if (it->first.second != thread_key) {
-      ++it;
-      continue;
+  // Copies of their stop tokens (handed to other threads) hear that the holds are gone.
+  std::vector<std::shared_ptr<std::stop_source>> lost;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = holds_.begin(); it != holds_.end();) {
+      if (it->first.second != thread_key) {
+        ++it;
+        continue;
+      }
+      mark_lost(it->second, lost);
+      it = holds_.erase(it);
     }
-    if (it->second.watchdog) {
-      (void)scheduler_.remove(*it->second.watchdog);
-      watchdog_owner_.erase(*it->second.watchdog);
-    }
-    it = holds_.erase(it);
   }
+  fire(lost);
 }
 
 }  // namespace dlock::locks

@@ -10,9 +10,14 @@
 //   - releases: queued without waiting, retried idempotently (a latch key per release) when the
 //     connection dies with one in flight, and flushed when the client stops.
 //
-// Locking order: mutex_ before waiters_mutex_ is never needed; each is taken alone, and user
-// callbacks (stop callbacks) run with neither held. Requests are queued while mutex_ is held so
-// that a renewal batch is always on the wire before a later release of the same lock.
+// Locking order: lifetime_ (shared) may be taken under mutex_ or waiters_mutex_, never the other
+// way round; mutex_ and waiters_mutex_ are never held together; user callbacks (stop callbacks)
+// run with none held. Requests are queued while mutex_ is held so that a renewal batch is always
+// on the wire before a later release of the same lock.
+//
+// Lifetime: dlock::mutex handles keep this object alive, possibly longer than the client. After
+// shutdown() nothing touches the topology, the io_context or the client's options again; every
+// call fails with errc::client_stopped and every remaining hold has been reported lost.
 #pragma once
 
 #include <asio.hpp>
@@ -25,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <stop_token>
 #include <string>
 #include <utility>
@@ -105,17 +111,26 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
     std::int64_t ttl_ms = 0;  // held_by_other: remaining lease of the holder (-1: none)
   };
 
-  void check_running() const;  // throws errc::client_stopped after shutdown()
+  // Runs `use(servers_)` unless shutdown() has run (then throws errc::client_stopped).
+  template <typename F>
+  auto with_servers(F&& use);
   attempt_result attempt(const std::string& name, const std::chrono::milliseconds* lease);
   reply call_script(const script& s, const std::string& name,
                     std::span<const std::string_view> keys, std::span<const std::string_view> args);
+  reply call_command(const std::string& name, std::span<const std::string_view> args);
   void send_release(const std::string& name, std::vector<std::string> keys,
-                    std::vector<std::string> args, int tries_left);
+                    std::vector<std::string> args, int tries_left, bool urgent);
+  // With mutex_ held: counts the hold as lost, stops renewing it, and queues its stop_source for
+  // the caller to fire after unlocking.
+  void mark_lost(hold& h, std::vector<std::shared_ptr<std::stop_source>>& fired);
 
   void add_waiter(const std::string& channel, waiter* w);
   void remove_waiter(const std::string& channel, waiter* w);
   void on_unlock_message(const std::string& channel);
   void on_subscribed(const std::string& channel);
+  // With waiters_mutex_ held.
+  void give_permit(channel_waiters& waiters);
+  void wake_all(channel_waiters& waiters);
 
   // The watchdog, on the I/O thread.
   void schedule_tick();
@@ -126,8 +141,11 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   std::string owner_field(std::uint64_t thread_key) const;
 
   asio::io_context& io_;
-  topology::topology& servers_;
-  const client_options& options_;
+  topology::topology& servers_;  // only through with_servers()
+  // Copied: handles may outlive the client and its options.
+  const std::chrono::milliseconds watchdog_lease_;
+  const std::chrono::milliseconds request_timeout_;
+  const std::chrono::milliseconds latch_ttl_;
   const std::string client_id_;
   const script lock_script_;
   const script unlock_script_;
@@ -139,7 +157,9 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   lease::lease_scheduler scheduler_;
   std::map<lease::lease_id, hold_key> watchdog_owner_;
   std::uint64_t next_release_id_ = 1;
-  bool stopping_ = false;
+
+  std::shared_mutex lifetime_;
+  bool stopped_ = false;  // guarded by lifetime_
 
   std::mutex waiters_mutex_;
   std::map<std::string, channel_waiters> waiters_;

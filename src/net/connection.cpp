@@ -59,7 +59,7 @@ void connection::do_stop() {
 }
 
 void connection::send(std::span<const std::string_view> args, completion done,
-                      std::chrono::milliseconds timeout) {
+                      std::chrono::milliseconds timeout, bool urgent) {
   const auto deadline = clock::now() + timeout;
   bool kick_writer = false;
   bool rearm_timer = false;
@@ -77,7 +77,11 @@ void connection::send(std::span<const std::string_view> args, completion done,
         state_ = state::connecting;
         connect_now = true;
       }
-      queue_.push(args, std::move(done), deadline);
+      if (urgent) {
+        queue_.push_front_unwritten(args, std::move(done), deadline);
+      } else {
+        queue_.push(args, std::move(done), deadline);
+      }
       if (deadline < armed_deadline_) {
         armed_deadline_ = deadline;
         rearm_timer = true;

@@ -73,8 +73,9 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // Queues one command. `done` runs exactly once, on the I/O thread (or on the calling thread
   // when the connection is stopped).
+  // `urgent`: queue it ahead of every command not yet written (see request_queue).
   void send(std::span<const std::string_view> args, completion done,
-            std::chrono::milliseconds timeout);
+            std::chrono::milliseconds timeout, bool urgent = false);
 
   // Push mode: queues a command whose answers arrive as push messages. Dropped if the link is
   // lost before it is written; the link handler is told, so the caller can send again.

@@ -13,6 +13,15 @@ void request_queue::push(std::span<const std::string_view> args, completion done
   entries_.push_back({std::move(done), deadline});
 }
 
+void request_queue::push_front_unwritten(std::span<const std::string_view> args, completion done,
+                                         clock::time_point deadline) {
+  std::string encoded;
+  resp::append_command(encoded, args);
+  unwritten_bytes_.insert(0, encoded);
+  entries_.insert(entries_.begin() + static_cast<std::ptrdiff_t>(written_),
+                  {std::move(done), deadline});
+}
+
 std::size_t request_queue::take_unwritten(std::string& out) {
   const std::size_t newly_written = entries_.size() - written_;
   out += unwritten_bytes_;

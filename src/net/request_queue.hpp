@@ -51,6 +51,11 @@ class request_queue {
   // Appends a command. A null `done` means the reply is read and dropped (health-check PINGs).
   void push(std::span<const std::string_view> args, completion done, clock::time_point deadline);
 
+  // Queues a command ahead of every unwritten one (still after those already written): for a
+  // retry that must reach the server before commands issued after the original.
+  void push_front_unwritten(std::span<const std::string_view> args, completion done,
+                            clock::time_point deadline);
+
   // Appends bytes that expect no reply of their own (pub/sub mode, where the server answers with
   // push messages instead).
   void push_unmatched(std::string_view encoded) { unwritten_bytes_ += encoded; }

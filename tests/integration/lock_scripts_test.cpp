@@ -69,13 +69,17 @@ class LockScriptsTest : public ::testing::Test {
   const std::string fence = unique_key("fence");
   const std::string channel = "redisson_lock__channel:{" + name + "}";
 
-  std::pair<std::int64_t, std::int64_t> lock(const std::string& owner) {
-    const reply r = c.eval(lock_script, {name, fence}, {lease_ms, owner});
+  // `known`: how many holds the client believes `owner` has.
+  std::pair<std::int64_t, std::int64_t> lock(const std::string& owner, int known = 0) {
+    const std::string known_arg = std::to_string(known);
+    const reply r = c.eval(lock_script, {name, fence}, {lease_ms, owner, known_arg});
     return {r.elements.at(0).integer, r.elements.at(1).integer};
   }
-  std::int64_t unlock(const std::string& owner, const std::string& release_id) {
+  std::int64_t unlock(const std::string& owner, const std::string& release_id,
+                      std::string_view holds = "1") {
     const std::string latch = unique_key("latch:" + release_id);
-    return c.eval(unlock_script, {name, channel, latch}, {"0", lease_ms, owner, "60000"}).integer;
+    return c.eval(unlock_script, {name, channel, latch}, {"0", lease_ms, owner, "60000", holds})
+        .integer;
   }
   std::int64_t pttl() { return c.command({"PTTL", name}).integer; }
 };
@@ -91,11 +95,36 @@ TEST_F(LockScriptsTest, FirstAcquisitionStoresTheRedissonLayoutAndTakesAToken) {
 TEST_F(LockScriptsTest, ReentryCountsHoldsAndRenewsTheLeaseWithoutANewToken) {
   lock("client-a:1");
   c.command({"PEXPIRE", name, "1000"});
-  EXPECT_EQ(lock("client-a:1"), std::make_pair(std::int64_t{2}, std::int64_t{2}));
-  EXPECT_EQ(lock("client-a:1"), std::make_pair(std::int64_t{2}, std::int64_t{3}));
+  EXPECT_EQ(lock("client-a:1", 1), std::make_pair(std::int64_t{2}, std::int64_t{2}));
+  EXPECT_EQ(lock("client-a:1", 2), std::make_pair(std::int64_t{2}, std::int64_t{3}));
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "3");
   EXPECT_GT(pttl(), 30000 - ttl_slack_ms);
   EXPECT_EQ(c.command({"GET", fence}).str, "1");
+}
+
+// An acquisition whose reply was lost leaves a hold the client does not know of; the client's
+// next acquisition takes it over as a fresh hold, so one unlock frees the lock again.
+TEST_F(LockScriptsTest, AnOrphanedHoldOfTheSameOwnerIsTakenOverNotCounted) {
+  lock("client-a:1");  // the reply of this one "was lost": the client still knows 0 holds
+  EXPECT_EQ(lock("client-a:1", 0), std::make_pair(std::int64_t{1}, std::int64_t{2}));
+  EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
+  EXPECT_EQ(unlock("client-a:1", "r1"), 1);
+  EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
+}
+
+TEST_F(LockScriptsTest, ReentrySetsTheCountTheClientKnowsPlusOne) {
+  lock("client-a:1");
+  lock("client-a:1", 1);  // count 2
+  EXPECT_EQ(lock("client-a:1", 1), std::make_pair(std::int64_t{2}, std::int64_t{2}));
+  EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "2");
+}
+
+TEST_F(LockScriptsTest, ALostHoldIsReleasedWithAllItsCounts) {
+  lock("client-a:1");
+  lock("client-a:1", 1);
+  lock("client-a:1", 2);
+  EXPECT_EQ(unlock("client-a:1", "r1", "3"), 1);
+  EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
 }
 
 TEST_F(LockScriptsTest, OtherHolderIsRefusedWithTheRemainingTtl) {
@@ -149,7 +178,7 @@ TEST_F(LockScriptsTest, UnlockReleasesOneHoldAtATimeAndTheLastWakesWaiters) {
     ASSERT_TRUE(cv.wait_for(l, 5s, [&] { return subscribed; }));
   }
   lock("client-a:1");
-  lock("client-a:1");
+  lock("client-a:1", 1);
   EXPECT_EQ(unlock("client-a:1", "r1"), 0);
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
   EXPECT_EQ(unlock("client-a:1", "r2"), 1);
@@ -161,7 +190,7 @@ TEST_F(LockScriptsTest, UnlockReleasesOneHoldAtATimeAndTheLastWakesWaiters) {
 
 TEST_F(LockScriptsTest, RetriedReleaseReturnsTheFirstOutcomeAndReleasesNothingMore) {
   lock("client-a:1");
-  lock("client-a:1");
+  lock("client-a:1", 1);
   EXPECT_EQ(unlock("client-a:1", "r1"), 0);
   EXPECT_EQ(unlock("client-a:1", "r1"), 0);  // the retry: still one hold left
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");

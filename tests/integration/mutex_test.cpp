@@ -132,6 +132,97 @@ TEST(Mutex, CommandsAfterUnlockSeeTheReleaseEvenAfterAServerRestart) {
   EXPECT_FALSE(m.is_locked());
 }
 
+// Review finding 1: an acquisition that timed out on the client but ran on the server left an
+// orphaned count that kept the lock (renewed) after the holder's last unlock.
+TEST(Mutex, AnAcquisitionThatTimedOutButRanLeavesNoOrphanedHold) {
+  redis_server server;
+  client_options o = client_options::from_url(server.url());
+  o.request_timeout = 300ms;
+  client c{o}, sleeper{server.url()};
+  const std::string name = unique_key("m");
+  mutex m = c.get_lock(name);
+  auto sleep = sleeper.async_command({"DEBUG", "SLEEP", "1"});
+  std::this_thread::sleep_for(50ms);  // let DEBUG SLEEP reach the server first
+  EXPECT_THROW(m.lock(), error);      // times out; the script still runs after the sleep
+  sleep.wait();
+  m.lock();  // the client knows no hold: it takes the orphan over as a fresh one
+  EXPECT_EQ(m.hold_count(), 1u);
+  EXPECT_GT(m.fencing_token(), 0u);
+  m.unlock();
+  EXPECT_FALSE(m.is_locked()) << "an orphaned count kept the lock";
+}
+
+// Review finding 2: a re-lock after the lock silently vanished must not pretend to nest.
+TEST(Mutex, ReLockingALockThatVanishedReportsTheOldHoldLost) {
+  redis_server server;
+  client c{server.url()};
+  mutex m = c.get_lock(unique_key("m"));
+  m.lock();
+  stop_waiter lost{m.stop_token()};
+  ASSERT_TRUE(c.get_lock(m.name()).force_unlock());
+  m.lock();  // finds the lock free: a new first hold, and the old one is gone
+  EXPECT_TRUE(lost.wait_for(1s).has_value()) << "the vanished hold was not reported";
+  EXPECT_EQ(m.hold_count(), 1u);
+  m.unlock();
+  EXPECT_FALSE(m.is_locked());
+  EXPECT_EQ(m.unlock_checked(), errc::not_owner);
+}
+
+// Review findings 3 and 5: handles may outlive their client; holds are reported lost when the
+// client (and with it the watchdog) goes away.
+TEST(Mutex, DestroyingTheClientReportsHoldsLostAndStopsItsHandles) {
+  redis_server server;
+  auto c = std::make_unique<client>(server.url());
+  mutex m = c->get_lock(unique_key("m"));
+  m.lock();
+  stop_waiter lost{m.stop_token()};
+  c.reset();
+  EXPECT_TRUE(lost.wait_for(0ms).has_value()) << "the holder was not told the watchdog stopped";
+  try {
+    m.lock();
+    ADD_FAILURE() << "a handle of a destroyed client locked";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::client_stopped);
+  }
+  EXPECT_EQ(m.unlock_checked(), errc::client_stopped);
+}
+
+// Review finding 4: a waiter that times out holding an unused wake-up passes it on. (Whether the
+// unlock message reaches the timing-out waiter first depends on scheduling; with the fix the
+// second waiter acquires promptly in every ordering.)
+TEST(Mutex, AWaiterThatTimesOutPassesItsWakeUpOn) {
+  redis_server server;
+  client holder{server.url()}, c{server.url()}, sleeper{server.url()};
+  const std::string name = unique_key("m");
+  mutex held = holder.get_lock(name);
+  held.lock(20s);
+  mutex m = c.get_lock(name);
+  auto first = std::async(std::launch::async, [&] {
+    const bool ok = m.try_lock_for(600ms);  // may win or time out, depending on scheduling
+    if (ok) m.unlock();
+    return ok;
+  });
+  auto second = std::async(std::launch::async, [&] {
+    const bool ok = m.try_lock_for(20s);
+    const auto at = steady_clock::now();
+    if (ok) m.unlock();
+    return std::make_pair(ok, at);
+  });
+  std::this_thread::sleep_for(400ms);  // both are waiting now
+  // The server sleeps from 400 to 900 ms. The first waiter's last attempt (at its 600 ms
+  // deadline) and the unlock (at 700 ms) both run when it wakes: the attempt fails, and the unlock
+  // message can reach the first waiter before it leaves the queue.
+  auto sleep = sleeper.async_command({"DEBUG", "SLEEP", "0.5"});
+  std::this_thread::sleep_for(300ms);
+  const auto unlocked_at = steady_clock::now();
+  held.unlock();
+  (void)first.get();
+  const auto [ok, at] = second.get();
+  EXPECT_TRUE(ok);
+  EXPECT_LT(at - unlocked_at, 500ms + 1s) << "the second waiter slept until the lease end";
+  sleep.wait();
+}
+
 TEST(Mutex, AnotherThreadsUnlockChangesNothing) {
   redis_server server;
   client c{server.url()};

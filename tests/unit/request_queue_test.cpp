@@ -158,6 +158,28 @@ TEST(RequestQueue, FailAllEmptiesEverything) {
   EXPECT_FALSE(q.has_unwritten());
 }
 
+TEST(RequestQueue, AnUrgentRetryGoesAheadOfUnwrittenButBehindWrittenRequests) {
+  request_queue q;
+  outcome written, later, retry;
+  push(q, {"A"}, record(written));
+  std::string out;
+  q.take_unwritten(out);
+  push(q, {"B"}, record(later));
+  const std::string_view retry_args[] = {"R"};
+  q.push_front_unwritten(retry_args, record(retry), clock::time_point::max());
+  out.clear();
+  EXPECT_EQ(q.take_unwritten(out), 2u);
+  EXPECT_EQ(out, "*1\r\n$1\r\nR\r\n*1\r\n$1\r\nB\r\n");
+  finished_list done;
+  q.match(reply::make_simple("a"), done);
+  q.match(reply::make_simple("r"), done);
+  q.match(reply::make_simple("b"), done);
+  run(done);
+  EXPECT_EQ(written.r.str, "a");
+  EXPECT_EQ(retry.r.str, "r");
+  EXPECT_EQ(later.r.str, "b");
+}
+
 TEST(RequestQueue, NullCompletionReadsAndDropsTheReply) {
   request_queue q;
   push(q, {"PING"}, nullptr);

@@ -4,18 +4,25 @@
 --
 -- KEYS[1] the lock hash          ARGV[1] lease in milliseconds
 -- KEYS[2] the fencing counter    ARGV[2] this holder's field
+--                                ARGV[3] how many holds the client knows this holder has
+--
+-- The client's count is the truth for its own field: a hold the client does not know of (an
+-- acquisition whose reply was lost) is taken over as a fresh one, and a re-entry sets the count
+-- to known + 1, so such an orphan can never keep the lock after the holder's last unlock.
 --
 -- Returns {1, token}     acquired (first hold): token strictly greater than every earlier one
 --         {2, count}     re-entered: the holder's new hold count
 --         {0, pttl}      held by someone else: milliseconds until its lease ends (-1: no TTL)
-if redis.call('exists', KEYS[1]) == 0 then
+local known = tonumber(ARGV[3])
+if redis.call('exists', KEYS[1]) == 0 or
+    (known == 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, redis.call('incr', KEYS[2])}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('hset', KEYS[1], ARGV[2], known + 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  return {2, count}
+  return {2, known + 1}
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -5,6 +5,8 @@
 -- KEYS[2] the unlock channel     ARGV[2] lease in milliseconds, re-set while holds remain
 -- KEYS[3] this release's latch   ARGV[3] this holder's field
 --                                ARGV[4] latch lifetime in milliseconds
+--                                ARGV[5] how many holds to release (1; all of them for a hold
+--                                        the client already counts as lost)
 --
 -- A release may be retried after a lost connection, without knowing whether the first try ran.
 -- The latch key (unique per release) remembers the first outcome, so a retry returns it again
@@ -18,7 +20,7 @@ end
 local result
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
   result = -1
-elseif redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+elseif redis.call('hincrby', KEYS[1], ARGV[3], -tonumber(ARGV[5])) > 0 then
   redis.call('pexpire', KEYS[1], ARGV[2])
   result = 0
 else
