@@ -211,17 +211,22 @@ bool lock_service::acquire(const std::string& name, const milliseconds* lease,
     ~leave_queue() { self->remove_waiter(channel, w); }
   } leave{this, channel, &w};
 
+  // No re-check right after registering: if this waiter created the channel's entry, the
+  // subscription's confirmation wakes it (covering an unlock before it listened); if the entry
+  // existed, other waiters were queued and an unlock in that window woke one of them.
+  std::int64_t ttl_ms = first.ttl_ms;
   for (;;) {
-    // Listening now, so an unlock from here on leaves a permit; this attempt covers the ones
-    // before (and a channel subscribed long ago by another waiter).
+    auto wake_at = deadline;
+    if (ttl_ms >= 0) wake_at = std::min(wake_at, clock::now() + milliseconds(ttl_ms + 1));
+    {
+      std::unique_lock lock(w.m);
+      w.cv.wait_until(lock, wake_at, [&] { return w.permit; });
+      w.permit = false;
+    }
     const attempt_result r = attempt(name, lease);
     if (r.status != attempt_status::held_by_other) return true;
     if (clock::now() >= deadline) return false;
-    auto wake_at = deadline;
-    if (r.ttl_ms >= 0) wake_at = std::min(wake_at, clock::now() + milliseconds(r.ttl_ms + 1));
-    std::unique_lock lock(w.m);
-    w.cv.wait_until(lock, wake_at, [&] { return w.permit; });
-    w.permit = false;
+    ttl_ms = r.ttl_ms;
   }
 }
 

@@ -1,0 +1,125 @@
+// node-redlock v5 (with ioredis) baseline for dlock_bench_lock (bench/lock_bench.cpp).
+//
+// Same scenarios and name=value output as redis_py_lock.py. Redlock on one Redis instance, with
+// its default retryDelay (200 ms) and retryJitter (100 ms) but retryCount -1 (retry until
+// acquired; the default gives up after 10 retries) and a 30 s lease. Node has one thread: the
+// --threads "threads" are concurrent async workers sharing one ioredis connection.
+import { performance } from "node:perf_hooks";
+import { parseArgs } from "node:util";
+import { createRequire } from "node:module";
+import Redis from "ioredis";
+import Redlock from "redlock";
+
+const { values: args } = parseArgs({
+  options: {
+    version: { type: "boolean", default: false },
+    host: { type: "string", default: "127.0.0.1" },
+    port: { type: "string", default: "6379" },
+    password: { type: "string" },
+    scenario: { type: "string", default: "a" },
+    seconds: { type: "string", default: "2" },
+    threads: { type: "string", default: "8" },
+    "hold-ms": { type: "string", default: "1" },
+    "think-ms": { type: "string", default: "1" },
+    handoffs: { type: "string", default: "50" },
+    key: { type: "string", default: "bench:lock:redlock" },
+  },
+});
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function percentile(values, p) {
+  if (values.length === 0) return 0;
+  const v = [...values].sort((a, b) => a - b);
+  const rank = Math.max(1, Math.floor((p / 100) * v.length + 0.999999));
+  return v[Math.min(v.length, rank) - 1];
+}
+
+async function runCycles(redlock, keys, seconds, hold, think, recordWaits) {
+  let stop = false;
+  let total = 0;
+  const waits = [];
+  const worker = async (key) => {
+    while (!stop) {
+      const t0 = performance.now();
+      const lock = await redlock.acquire([key], 30000);
+      if (recordWaits) waits.push(performance.now() - t0);
+      if (hold > 0) await sleep(hold);
+      await lock.release();
+      ++total;
+      if (think > 0) await sleep(think);
+    }
+  };
+  const t0 = performance.now();
+  const workers = keys.map(worker);
+  await sleep(seconds * 1000);
+  stop = true;
+  await Promise.all(workers);
+  const took = (performance.now() - t0) / 1000;
+  console.log(`acquisitions=${total}`);
+  console.log(`seconds=${took.toFixed(6)}`);
+  if (recordWaits) {
+    console.log(`wait_p50_ms=${percentile(waits, 50).toFixed(6)}`);
+    console.log(`wait_p99_ms=${percentile(waits, 99).toFixed(6)}`);
+  }
+}
+
+async function runHandoff(redlock, key, n) {
+  const d = [];
+  for (let i = 0; i < n; ++i) {
+    const a = await redlock.acquire([key], 30000);
+    let t1 = 0;
+    const b = redlock.acquire([key], 30000).then((lock) => {
+      t1 = performance.now();
+      return lock;
+    });
+    await sleep(5);  // B is waiting in acquire() by now
+    const t0 = performance.now();
+    await a.release();
+    const lockB = await b;
+    d.push(t1 - t0);
+    await lockB.release();
+  }
+  console.log(`handoff_p50_ms=${percentile(d, 50).toFixed(6)}`);
+  console.log(`handoff_p99_ms=${percentile(d, 99).toFixed(6)}`);
+}
+
+async function main() {
+  if (args.version) {
+    const require = createRequire(import.meta.url);
+    const rl = require("./node_modules/redlock/package.json").version;
+    const io = require("./node_modules/ioredis/package.json").version;
+    console.log(`redlock ${rl.replace(/^v/, "")}, ioredis ${io}, node ${process.versions.node}`);
+    return;
+  }
+  const redis = new Redis({
+    host: args.host,
+    port: Number(args.port),
+    password: args.password,
+    lazyConnect: true,
+  });
+  await redis.connect();
+  await redis.ping();
+  const redlock = new Redlock([redis], { retryCount: -1 });
+  const threads = Number(args.threads);
+  const seconds = Number(args.seconds);
+  if (args.scenario === "a") {
+    await runCycles(redlock, [args.key], seconds, 0, 0, false);
+  } else if (args.scenario === "b") {
+    const keys = Array.from({ length: threads }, (_, i) => `${args.key}:${i}`);
+    await runCycles(redlock, keys, seconds, 0, 0, false);
+  } else if (args.scenario === "c2") {
+    const keys = Array.from({ length: threads }, () => args.key);
+    await runCycles(redlock, keys, seconds, Number(args["hold-ms"]), Number(args["think-ms"]), true);
+  } else if (args.scenario === "h") {
+    await runHandoff(redlock, args.key, Number(args.handoffs));
+  } else {
+    throw new Error(`unknown scenario ${args.scenario}`);
+  }
+  redis.disconnect();
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

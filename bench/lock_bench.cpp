@@ -1,0 +1,857 @@
+// dlock_bench_lock: lock/unlock performance of dlock::mutex, each figure printed beside baselines
+// measured on the same server in the same run.
+//
+// Sides:
+//   dlock     dlock::mutex (lock() with a watchdog lease; unlock() is queued without waiting
+//             for its reply, so a cycle costs about one round trip)
+//   naive     the seeds' lock, on the same dlock::client: SET key token NX PX 30000, on failure
+//             sleep 10 ms and retry; release with a Lua compare-and-delete through client::eval
+//             (waits for its reply). Isolates the lock algorithm from the client.
+//   redis-py  redis-py's Lock with its defaults (bench/baselines/redis_py_lock.py, run with
+//             --python; skipped when redis-py cannot be imported)
+//   redlock   node-redlock v5 with ioredis (bench/baselines/redlock_lock.mjs, run with --node;
+//             skipped when `npm install` has not been run in bench/baselines)
+// Scenarios:
+//   (a)  one thread, lock+unlock cycles/s on one key
+//   (b)  --threads threads, each on its own key, cycles/s in total
+//   (c2) --threads threads on ONE key, hold --hold-ms, think --think-ms (sleeps, the think time
+//        outside the lock): acquisitions/s, p50/p99 wait (from calling lock to holding), client
+//        commands per acquisition (INFO stats total_commands_processed delta / acquisitions) and
+//        Redis CPU (INFO cpu used_cpu_sys + used_cpu_user delta per second)
+//   (h)  handoff: A holds, B waits in lock(); A unlocks at t0, B's lock() returns at t1; p50/p99
+//        of t1 - t0 in units of RTT, the median PING round trip through the same client
+// Every scenario runs --repeat rounds, sides interleaved with alternating order; the table shows
+// medians. Exits non-zero only on errors; the targets are reported, not enforced.
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <semaphore>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "redis_process.hpp"
+
+#ifndef DLOCK_BENCH_BASELINES_DIR
+#define DLOCK_BENCH_BASELINES_DIR "bench/baselines"
+#endif
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+struct bench_options {
+  std::string redis_url;       // empty: start a private redis-server
+  double seconds = 2.0;        // length of one measured run of (a), (b), (c2)
+  int repeat = 3;              // runs per scenario and side; the median is reported
+  int threads = 8;             // threads of (b) and (c2)
+  int hold_ms = 1;             // (c2) time held
+  int think_ms = 1;            // (c2) time between unlock and the next lock
+  int handoffs = 200;          // (h) handoffs per run
+  int baseline_handoffs = 50;  // (h) handoffs per run of redis-py and redlock (they poll slowly)
+  int pings = 2000;            // PINGs for the RTT
+  std::string python = "/usr/bin/python3";  // empty: no redis-py baseline
+  std::string node = "node";                // empty: no redlock baseline
+  std::string baselines_dir = DLOCK_BENCH_BASELINES_DIR;
+};
+
+void print_usage(std::FILE* out) {
+  std::fputs(
+      "usage: dlock_bench_lock [options]\n"
+      "  --redis URL        use this server instead of a private redis-server (redis:// only)\n"
+      "  --seconds S        length of one measured run of (a), (b), (c2) (default 2)\n"
+      "  --repeat R         runs per scenario and side; median reported (default 3)\n"
+      "  --threads T        threads of (b) and (c2) (default 8)\n"
+      "  --hold-ms H        (c2) time held (default 1)\n"
+      "  --think-ms K       (c2) time between unlock and next lock (default 1)\n"
+      "  --handoffs N       (h) handoffs per run of dlock and naive (default 200)\n"
+      "  --baseline-handoffs N  (h) handoffs per run of redis-py and redlock (default 50)\n"
+      "  --pings N          PINGs for the RTT (default 2000)\n"
+      "  --python PATH      python with redis-py for the redis-py baseline\n"
+      "                     (default /usr/bin/python3; 'none' skips it)\n"
+      "  --node PATH        node for the redlock baseline (default: node through PATH;\n"
+      "                     'none' skips it)\n"
+      "  --baselines DIR    folder of the baseline scripts (default: the source tree's)\n"
+      "  --help\n",
+      out);
+}
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr, "dlock_bench_lock: %s\n", message.c_str());
+  print_usage(stderr);
+  std::exit(2);
+}
+
+int parse_int(std::string_view name, std::string_view text, int min, int max) {
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || ptr != text.data() + text.size() || value < min || value > max) {
+    usage_error(std::string(name) + " wants a whole number from " + std::to_string(min) + " to " +
+                std::to_string(max) + ", not '" + std::string(text) + "'");
+  }
+  return value;
+}
+
+bench_options parse_args(int argc, char** argv) {
+  bench_options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      print_usage(stdout);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) usage_error("unknown option or missing value: " + std::string(arg));
+    const std::string_view value = argv[++i];
+    if (arg == "--redis") {
+      o.redis_url = value;
+    } else if (arg == "--seconds") {
+      const std::string text(value);
+      char* end = nullptr;
+      const double s = std::strtod(text.c_str(), &end);
+      if (end != text.c_str() + text.size() || !(s >= 0.1 && s <= 600))
+        usage_error("--seconds wants a number from 0.1 to 600, not '" + text + "'");
+      o.seconds = s;
+    } else if (arg == "--repeat") {
+      o.repeat = parse_int(arg, value, 1, 100);
+    } else if (arg == "--threads") {
+      o.threads = parse_int(arg, value, 1, 1024);
+    } else if (arg == "--hold-ms") {
+      o.hold_ms = parse_int(arg, value, 0, 10'000);
+    } else if (arg == "--think-ms") {
+      o.think_ms = parse_int(arg, value, 0, 10'000);
+    } else if (arg == "--handoffs") {
+      o.handoffs = parse_int(arg, value, 1, 1'000'000);
+    } else if (arg == "--baseline-handoffs") {
+      o.baseline_handoffs = parse_int(arg, value, 1, 1'000'000);
+    } else if (arg == "--node") {
+      o.node = value == "none" ? std::string() : std::string(value);
+    } else if (arg == "--pings") {
+      o.pings = parse_int(arg, value, 1, 10'000'000);
+    } else if (arg == "--python") {
+      o.python = value == "none" ? std::string() : std::string(value);
+    } else if (arg == "--baselines") {
+      o.baselines_dir = value;
+    } else {
+      usage_error("unknown option: " + std::string(arg));
+    }
+  }
+  return o;
+}
+
+double seconds_since(steady::time_point t0) {
+  return std::chrono::duration<double>(steady::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// Nearest-rank percentile, p in [0, 100].
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size()) + 0.999999);
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+std::string info_field(const std::string& info, const std::string& name) {
+  const std::size_t at = info.find(name + ":");
+  if (at == std::string::npos) return "unknown";
+  const std::size_t begin = at + name.size() + 1;
+  return info.substr(begin, info.find_first_of("\r\n", begin) - begin);
+}
+
+// Share of the machine's CPU time spent idle over `window`, from /proc/stat; -1 if unreadable.
+double idle_share(std::chrono::milliseconds window) {
+  auto sample = [](std::uint64_t& idle, std::uint64_t& total) {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    in >> cpu;
+    idle = total = 0;
+    std::uint64_t v = 0;
+    for (int field = 0; field < 8 && in >> v; ++field) {
+      total += v;
+      if (field == 3 || field == 4) idle += v;
+    }
+    return cpu == "cpu" && total > 0;
+  };
+  std::uint64_t idle0 = 0, total0 = 0, idle1 = 0, total1 = 0;
+  if (!sample(idle0, total0)) return -1;
+  std::this_thread::sleep_for(window);
+  if (!sample(idle1, total1) || total1 <= total0) return -1;
+  return static_cast<double>(idle1 - idle0) / static_cast<double>(total1 - total0);
+}
+
+void print_idle(const char* prefix, const char* when) {
+  const double idle = idle_share(std::chrono::milliseconds(1000));
+  std::printf(
+      "%s%.0f%% %s%s\n", prefix, 100 * idle, when,
+      idle < 0.9 ? " -- other load on the machine skews the figures; rerun when quiet" : "");
+}
+
+// --- the locks ---------------------------------------------------------------------------------
+
+// One thread's handle to one named lock.
+class lock_handle {
+ public:
+  virtual ~lock_handle() = default;
+  virtual void lock() = 0;
+  virtual void unlock() = 0;
+};
+
+class dlock_handle final : public lock_handle {
+ public:
+  dlock_handle(dlock::client& c, const std::string& key) : m_(c.get_lock(key)) {}
+  void lock() override { m_.lock(); }
+  void unlock() override { m_.unlock(); }
+
+ private:
+  dlock::mutex m_;
+};
+
+const dlock::script& naive_release_script() {
+  static const dlock::script s{
+      "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) end return 0"};
+  return s;
+}
+
+// The seeds' lock: SET NX PX 30000, sleep 10 ms on failure; compare-and-delete release.
+class naive_handle final : public lock_handle {
+ public:
+  naive_handle(dlock::client& c, std::string key) : c_(c), key_(std::move(key)) {
+    static std::atomic<std::uint64_t> next_owner{0};
+    prefix_ = "naive-" + std::to_string(next_owner.fetch_add(1)) + ":";
+  }
+  void lock() override {
+    token_ = prefix_ + std::to_string(++count_);
+    for (;;) {
+      const dlock::reply r = c_.command({"SET", key_, token_, "NX", "PX", "30000"});
+      if (r.is_string()) return;  // +OK
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  void unlock() override {
+    const dlock::reply r = c_.eval(naive_release_script(), {key_}, {token_});
+    if (!r.is_integer() || r.integer != 1)
+      throw std::runtime_error("naive release of " + key_ + " answered " + dlock::to_string(r));
+  }
+
+ private:
+  dlock::client& c_;
+  std::string key_;
+  std::string prefix_;
+  std::string token_;
+  std::uint64_t count_ = 0;
+};
+
+using handle_factory = std::function<std::unique_ptr<lock_handle>(const std::string& key)>;
+
+// --- server counters ---------------------------------------------------------------------------
+
+struct server_counters {
+  std::int64_t commands = 0;                  // INFO stats total_commands_processed
+  std::map<std::string, std::int64_t> calls;  // INFO commandstats: calls per command
+  double cpu_seconds = 0;
+  steady::time_point at;
+};
+
+server_counters read_server_counters(dlock::client& c) {
+  server_counters s;
+  const std::string stats = c.command({"INFO", "stats"}).str;
+  const std::string cpu = c.command({"INFO", "cpu"}).str;
+  const std::string cmds = c.command({"INFO", "commandstats"}).str;
+  s.commands = std::stoll(info_field(stats, "total_commands_processed"));
+  s.cpu_seconds =
+      std::stod(info_field(cpu, "used_cpu_sys")) + std::stod(info_field(cpu, "used_cpu_user"));
+  // Lines "cmdstat_<name>:calls=<n>,usec=...".
+  std::size_t pos = 0;
+  while ((pos = cmds.find("cmdstat_", pos)) != std::string::npos) {
+    const std::size_t colon = cmds.find(':', pos);
+    const std::size_t calls = cmds.find("calls=", colon);
+    if (colon == std::string::npos || calls == std::string::npos) break;
+    s.calls[cmds.substr(pos + 8, colon - pos - 8)] = std::stoll(cmds.substr(calls + 6));
+    pos = colon;
+  }
+  s.at = steady::now();
+  return s;
+}
+
+// Commands the lock scripts of each side run inside Redis (from src/locks/scripts/*.lua, the
+// naive release script, redis-py's lock.py and redlock's dist/cjs/index.js). Redis 7 counts them in
+// total_commands_processed and in commandstats like commands sent by clients; client commands are
+// all the others. dlock never sends SET itself; the naive lock and redis-py do.
+const std::vector<std::string>& script_internal(int side) {
+  static const std::vector<std::string> dlock_cmds{"del",     "exists",  "get",  "hexists",
+                                                   "hincrby", "hset",    "incr", "pexpire",
+                                                   "pttl",    "publish", "set"};
+  static const std::vector<std::string> other_cmds{"del", "get", "pexpire", "pttl"};
+  static const std::vector<std::string> redlock_cmds{"del", "exists", "get", "set"};
+  return side == 0 ? dlock_cmds : side == 3 ? redlock_cmds : other_cmds;
+}
+
+struct command_counts {
+  double client = 0;                          // commands clients sent, harness excluded
+  double executed = 0;                        // total_commands_processed delta, harness excluded
+  std::map<std::string, std::int64_t> calls;  // commandstats deltas, harness excluded
+};
+
+// `harness_pings`: PINGs sent by the harness (or the baseline's set-up) between s0 and s1.
+// The harness's INFO calls are left out: 3 from s0; those of s1 run after it read its figures.
+command_counts count_commands(const server_counters& s0, const server_counters& s1, int side,
+                              int harness_pings) {
+  command_counts r;
+  for (const auto& [name, n1] : s1.calls) {
+    const auto it = s0.calls.find(name);
+    std::int64_t d = n1 - (it == s0.calls.end() ? 0 : it->second);
+    if (name == "info") d -= 3;
+    if (name == "ping") d -= harness_pings;
+    if (d <= 0) continue;
+    r.calls[name] = d;
+    const auto& internal = script_internal(side);
+    if (std::find(internal.begin(), internal.end(), name) == internal.end())
+      r.client += static_cast<double>(d);
+  }
+  r.executed = static_cast<double>(s1.commands - s0.commands - 3 - harness_pings);
+  return r;
+}
+
+// --- one run -----------------------------------------------------------------------------------
+
+struct run_result {
+  double rate = 0;  // cycles or acquisitions per second
+  double wait_p50_ms = 0;
+  double wait_p99_ms = 0;
+  double commands_per_acq = 0;  // client commands the server saw per acquisition
+  double executed_per_acq = 0;  // every command Redis ran, script-internal ones included
+  std::map<std::string, std::int64_t> calls;  // commandstats deltas (harness excluded)
+  double acquisitions = 0;
+  double redis_cpu_pct = 0;  // used_cpu_sys + used_cpu_user per wall second, in %
+  double handoff_p50_ms = 0;
+  double handoff_p99_ms = 0;
+};
+
+// `threads` threads lock/unlock for `seconds`; thread t uses key keys(t). Sleeps `hold` inside
+// and `think` outside the lock when positive. Records waits when asked.
+run_result run_cycles(dlock::client& c, const handle_factory& make, int side, int threads,
+                      const std::function<std::string(int)>& keys, double seconds,
+                      std::chrono::milliseconds hold, std::chrono::milliseconds think,
+                      bool record_waits) {
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> total{0};
+  std::vector<std::vector<double>> waits(static_cast<std::size_t>(threads));
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  std::latch ready(threads + 1);
+  std::latch start(1);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::unique_ptr<lock_handle> h = make(keys(t));
+      std::vector<double>& my_waits = waits[static_cast<std::size_t>(t)];
+      if (record_waits) my_waits.reserve(100'000);
+      ready.count_down();
+      start.wait();
+      std::uint64_t n = 0;
+      try {
+        while (!stop.load(std::memory_order_relaxed)) {
+          const auto t0 = steady::now();
+          h->lock();
+          if (record_waits)
+            my_waits.push_back(
+                std::chrono::duration<double, std::milli>(steady::now() - t0).count());
+          if (hold.count() > 0) std::this_thread::sleep_for(hold);
+          h->unlock();
+          ++n;
+          if (think.count() > 0) std::this_thread::sleep_for(think);
+        }
+      } catch (...) {
+        stop.store(true);
+        std::lock_guard lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+      total.fetch_add(n);
+    });
+  }
+  ready.arrive_and_wait();
+  const server_counters s0 = read_server_counters(c);
+  const auto t0 = steady::now();
+  start.count_down();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop.store(true);
+  for (auto& t : pool)
+    t.join();
+  const double took = seconds_since(t0);
+  // A PING through the same client runs after every queued dlock release.
+  c.command({"PING"});
+  const server_counters s1 = read_server_counters(c);
+  if (failure) std::rethrow_exception(failure);
+
+  run_result r;
+  const auto n = static_cast<double>(std::max<std::uint64_t>(total.load(), 1));
+  r.rate = n / took;
+  r.acquisitions = n;
+  const command_counts counts = count_commands(s0, s1, side, 1);
+  r.commands_per_acq = counts.client / n;
+  r.executed_per_acq = counts.executed / n;
+  r.calls = counts.calls;
+  r.redis_cpu_pct = 100 * (s1.cpu_seconds - s0.cpu_seconds) /
+                    std::chrono::duration<double>(s1.at - s0.at).count();
+  if (record_waits) {
+    std::vector<double> all;
+    for (auto& w : waits)
+      all.insert(all.end(), w.begin(), w.end());
+    r.wait_p50_ms = percentile(all, 50);
+    r.wait_p99_ms = percentile(all, 99);
+  }
+  return r;
+}
+
+// (h): A holds; B calls lock(); after `settle` A records t0 and unlocks; B records t1 when its
+// lock() returns, then unlocks. `n` times.
+run_result run_handoff(const handle_factory& make, const std::string& key, int n,
+                       std::chrono::milliseconds settle) {
+  std::vector<steady::time_point> t0s(static_cast<std::size_t>(n)),
+      t1s(static_cast<std::size_t>(n));
+  std::binary_semaphore b_go{0}, a_go{0};
+  std::exception_ptr failure_a, failure_b;
+  std::atomic<bool> failed{false};
+  std::thread a([&] {
+    try {
+      std::unique_ptr<lock_handle> h = make(key);
+      for (int i = 0; i < n; ++i) {
+        h->lock();
+        b_go.release();
+        std::this_thread::sleep_for(settle);  // B is waiting in lock() by now
+        t0s[static_cast<std::size_t>(i)] = steady::now();
+        h->unlock();
+        a_go.acquire();  // B has taken and released it
+        if (failed) break;
+      }
+    } catch (...) {
+      failure_a = std::current_exception();
+      failed = true;
+      b_go.release();
+    }
+  });
+  std::thread b([&] {
+    try {
+      std::unique_ptr<lock_handle> h = make(key);
+      for (int i = 0; i < n; ++i) {
+        b_go.acquire();
+        if (failed) break;
+        h->lock();
+        t1s[static_cast<std::size_t>(i)] = steady::now();
+        h->unlock();
+        a_go.release();
+      }
+    } catch (...) {
+      failure_b = std::current_exception();
+      failed = true;
+      a_go.release();
+    }
+  });
+  a.join();
+  b.join();
+  if (failure_a) std::rethrow_exception(failure_a);
+  if (failure_b) std::rethrow_exception(failure_b);
+  std::vector<double> d;
+  for (int i = 0; i < n; ++i) {
+    const auto idx = static_cast<std::size_t>(i);
+    d.push_back(std::chrono::duration<double, std::milli>(t1s[idx] - t0s[idx]).count());
+  }
+  run_result r;
+  r.handoff_p50_ms = percentile(d, 50);
+  r.handoff_p99_ms = percentile(d, 99);
+  return r;
+}
+
+// --- redis-py and redlock -----------------------------------------------------------------------
+
+struct external_side {
+  int side = 2;
+  std::string interpreter;
+  std::string script;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string password;
+};
+
+// Runs a baseline script for one scenario and parses its "name=value" output. Server counters
+// are read around the whole process; the script reports its own acquisitions and run time.
+run_result run_external(dlock::client& c, const external_side& py, const std::string& scenario,
+                        const bench_options& o, const std::string& key) {
+  std::vector<std::string> argv{py.interpreter, py.script,
+                                "--host",       py.host,
+                                "--port",       std::to_string(py.port),
+                                "--scenario",   scenario,
+                                "--seconds",    std::to_string(o.seconds),
+                                "--threads",    std::to_string(o.threads),
+                                "--hold-ms",    std::to_string(o.hold_ms),
+                                "--think-ms",   std::to_string(o.think_ms),
+                                "--handoffs",   std::to_string(o.baseline_handoffs),
+                                "--key",        key};
+  if (!py.password.empty()) argv.insert(argv.end(), {"--password", py.password});
+  const server_counters s0 = read_server_counters(c);
+  const dlock::tools::command_result res = dlock::tools::run_command(
+      argv, std::chrono::milliseconds(static_cast<long>(o.seconds * 1000) + 600'000));
+  const server_counters s1 = read_server_counters(c);
+  if (res.timed_out || res.exit_code != 0)
+    throw std::runtime_error(py.script + " (" + scenario + ") failed: " + res.err + res.out);
+  std::map<std::string, double> kv;
+  std::size_t pos = 0;
+  while (pos < res.out.size()) {
+    const std::size_t eol = std::min(res.out.find('\n', pos), res.out.size());
+    const std::string line = res.out.substr(pos, eol - pos);
+    const std::size_t eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = std::stod(line.substr(eq + 1));
+    pos = eol + 1;
+  }
+  auto get = [&](const char* name) {
+    const auto it = kv.find(name);
+    if (it == kv.end())
+      throw std::runtime_error(py.script + " printed no " + std::string(name) + ":\n" + res.out);
+    return it->second;
+  };
+  run_result r;
+  if (scenario == "h") {
+    r.handoff_p50_ms = get("handoff_p50_ms");
+    r.handoff_p99_ms = get("handoff_p99_ms");
+    return r;
+  }
+  const double acquisitions = std::max(get("acquisitions"), 1.0);
+  const double run_seconds = get("seconds");
+  r.rate = acquisitions / run_seconds;
+  if (scenario == "c2") {
+    r.wait_p50_ms = get("wait_p50_ms");
+    r.wait_p99_ms = get("wait_p99_ms");
+  }
+  // The script's one set-up PING is left out.
+  const command_counts counts = count_commands(s0, s1, py.side, 1);
+  r.acquisitions = acquisitions;
+  r.commands_per_acq = counts.client / acquisitions;
+  r.executed_per_acq = counts.executed / acquisitions;
+  r.calls = counts.calls;
+  // Redis spent next to nothing while python started and stopped: per second of the lock run.
+  r.redis_cpu_pct = 100 * (s1.cpu_seconds - s0.cpu_seconds) / run_seconds;
+  return r;
+}
+
+// --- report ------------------------------------------------------------------------------------
+
+const char* const side_names[] = {"dlock", "naive", "redis-py", "redlock"};
+constexpr int side_count = 4;
+
+struct scenario {
+  std::string id;
+  std::vector<std::function<run_result()>> sides;  // empty function: side not run
+  std::vector<std::vector<run_result>> runs;
+};
+
+double med(const std::vector<run_result>& runs, double run_result::*field) {
+  std::vector<double> v;
+  for (const run_result& r : runs)
+    v.push_back(r.*field);
+  return median(std::move(v));
+}
+
+int run(int argc, char** argv) {
+  const bench_options o = parse_args(argc, argv);
+
+  std::optional<dlock::tools::redis_process> server;
+  std::string url = o.redis_url;
+  if (url.empty()) {
+    server.emplace();
+    url = server->url();
+  }
+  const dlock::client_options target = dlock::client_options::from_url(url);
+  if (target.tls.enabled || !target.unix_path.empty())
+    throw std::runtime_error("only redis:// servers are supported (the baselines need TCP)");
+  dlock::client c{target};
+
+  const std::string info = c.command({"INFO", "server"}).str;
+  std::string command_line = argv[0];
+  for (int i = 1; i < argc; ++i)
+    command_line +=
+        std::string(" ") + (std::string_view(argv[i - 1]) == "--redis" ? "URL" : argv[i]);
+
+  // The script baselines: run when `<interpreter> <script> --version` works.
+  auto probe = [&](int side, const std::string& interpreter, const std::string& script,
+                   std::optional<external_side>& out) -> std::string {
+    if (interpreter.empty()) return "skipped (none)";
+    external_side p{side,        interpreter, o.baselines_dir + "/" + script,
+                    target.host, target.port, target.password};
+    try {
+      const auto v = dlock::tools::run_command({p.interpreter, p.script, "--version"});
+      if (v.exit_code == 0) {
+        out = p;
+        return v.out.substr(0, v.out.find('\n'));
+      }
+      return "NOT run: " + p.script + ": " + v.err.substr(0, v.err.find('\n'));
+    } catch (const std::exception& e) {
+      return std::string("NOT run: ") + e.what();
+    }
+  };
+  std::optional<external_side> py, rl;
+  const std::string py_status = probe(2, o.python, "redis_py_lock.py", py);
+  const std::string rl_status = probe(3, o.node, "redlock_lock.mjs", rl);
+
+  // RTT: median PING through the same client.
+  for (int i = 0; i < 200; ++i)
+    c.command({"PING"});
+  std::vector<double> pings;
+  for (int i = 0; i < o.pings; ++i) {
+    const auto t0 = steady::now();
+    c.command({"PING"});
+    pings.push_back(std::chrono::duration<double, std::milli>(steady::now() - t0).count());
+  }
+  const double rtt_ms = median(pings);
+
+  std::printf(
+      "dlock_bench_lock: dlock::mutex against the seeds' naive lock, redis-py's Lock and "
+      "node-redlock\n");
+  std::printf("  command:      %s\n", command_line.c_str());
+  std::printf("  machine:      %u hardware threads, %s\n", std::thread::hardware_concurrency(),
+              cpu_model().c_str());
+  std::printf("  redis-server: %s (%s)\n", info_field(info, "redis_version").c_str(),
+              server ? "private, started by the benchmark" : "given with --redis");
+  std::printf("  redis-py:     %s\n", py_status.c_str());
+  std::printf("  redlock:      %s\n", rl_status.c_str());
+  std::printf(
+      "  runs:         %.1f s each ((h): %d handoffs, %d for redis-py and redlock), %d per\n"
+      "                scenario and side, median reported\n",
+      o.seconds, o.handoffs, o.baseline_handoffs, o.repeat);
+  std::printf("  RTT:          %.1f us (median of %d PINGs through the same dlock::client)\n",
+              rtt_ms * 1000, o.pings);
+  print_idle("  machine idle: ", "before the runs");
+  std::printf("\n");
+  std::fflush(stdout);
+
+  const handle_factory make_dlock = [&c](const std::string& key) {
+    return std::unique_ptr<lock_handle>(new dlock_handle(c, key));
+  };
+  const handle_factory make_naive = [&c](const std::string& key) {
+    return std::unique_ptr<lock_handle>(new naive_handle(c, key));
+  };
+  const handle_factory makers[] = {make_dlock, make_naive};
+  const std::chrono::milliseconds hold{o.hold_ms}, think{o.think_ms};
+  const std::chrono::milliseconds settle{5};
+
+  std::vector<scenario> scenarios;
+  auto key_of = [](const std::string& scen, int side) {
+    return "bench:lock:" + scen + ":" + side_names[side];
+  };
+  {
+    scenario& s = scenarios.emplace_back();
+    s.id = "a";
+    for (int side = 0; side < 2; ++side)
+      s.sides.push_back([&, side] {
+        const std::string key = key_of("a", side);
+        return run_cycles(
+            c, makers[side], side, 1, [key](int) { return key; }, o.seconds,
+            std::chrono::milliseconds(0), std::chrono::milliseconds(0), false);
+      });
+  }
+  {
+    scenario& s = scenarios.emplace_back();
+    s.id = "b";
+    for (int side = 0; side < 2; ++side)
+      s.sides.push_back([&, side] {
+        const std::string key = key_of("b", side);
+        return run_cycles(
+            c, makers[side], side, o.threads,
+            [key](int t) { return key + ":" + std::to_string(t); }, o.seconds,
+            std::chrono::milliseconds(0), std::chrono::milliseconds(0), false);
+      });
+  }
+  {
+    scenario& s = scenarios.emplace_back();
+    s.id = "c2";
+    for (int side = 0; side < 2; ++side)
+      s.sides.push_back([&, side] {
+        const std::string key = key_of("c2", side);
+        return run_cycles(
+            c, makers[side], side, o.threads, [key](int) { return key; }, o.seconds, hold, think,
+            true);
+      });
+  }
+  {
+    scenario& s = scenarios.emplace_back();
+    s.id = "h";
+    for (int side = 0; side < 2; ++side)
+      s.sides.push_back(
+          [&, side] { return run_handoff(makers[side], key_of("h", side), o.handoffs, settle); });
+  }
+  for (scenario& s : scenarios) {
+    for (const std::optional<external_side>* ext : {&py, &rl}) {
+      if (*ext) {
+        const std::string id = s.id;
+        const external_side e = **ext;
+        s.sides.push_back([&, id, e] { return run_external(c, e, id, o, key_of(id, e.side)); });
+      } else {
+        s.sides.emplace_back();
+      }
+    }
+    s.runs.resize(side_count);
+  }
+
+  // Warm-up: a short run of every side (scripts cached, connections made, pages touched).
+  {
+    std::printf("warming up\n");
+    std::fflush(stdout);
+    bench_options quick = o;
+    quick.seconds = 0.3;
+    run_cycles(
+        c, make_dlock, 0, 1, [](int) { return std::string("bench:lock:warm"); }, 0.3,
+        std::chrono::milliseconds(0), std::chrono::milliseconds(0), false);
+    run_cycles(
+        c, make_naive, 1, 1, [](int) { return std::string("bench:lock:warm"); }, 0.3,
+        std::chrono::milliseconds(0), std::chrono::milliseconds(0), false);
+    if (py) run_external(c, *py, "a", quick, "bench:lock:warm");
+    if (rl) run_external(c, *rl, "a", quick, "bench:lock:warm");
+  }
+
+  // Interleaved: scenario by scenario within each round, rotating which side goes first.
+  for (int round = 0; round < o.repeat; ++round) {
+    for (scenario& s : scenarios) {
+      std::printf("round %d/%d  (%s)", round + 1, o.repeat, s.id.c_str());
+      for (int k = 0; k < side_count; ++k) {
+        const int side = (k + round) % side_count;
+        if (!s.sides[static_cast<std::size_t>(side)]) continue;
+        const run_result r = s.sides[static_cast<std::size_t>(side)]();
+        s.runs[static_cast<std::size_t>(side)].push_back(r);
+        if (s.id == "h") {
+          std::printf("  %s p50 %.3f ms", side_names[side], r.handoff_p50_ms);
+        } else {
+          std::printf("  %s %.0f/s", side_names[side], r.rate);
+        }
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+
+  // The table.
+  auto find = [&](const std::string& id) -> scenario& {
+    for (scenario& s : scenarios)
+      if (s.id == id) return s;
+    throw std::logic_error("no scenario " + id);
+  };
+  auto value = [&](const std::string& id, int side, double run_result::*field) {
+    const auto& runs = find(id).runs[static_cast<std::size_t>(side)];
+    return runs.empty() ? -1.0 : med(runs, field);
+  };
+  auto row = [&](const char* label, const std::string& id, double run_result::*field, double scale,
+                 const char* format) {
+    std::printf("%-34s", label);
+    for (int side = 0; side < side_count; ++side) {
+      const double v = value(id, side, field);
+      if (v < 0) {
+        std::printf("  %10s", "-");
+      } else {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, format, v * scale);
+        std::printf("  %10s", buf);
+      }
+    }
+    const double d = value(id, 0, field), n = value(id, 1, field);
+    if (d >= 0 && n > 0) {
+      std::printf("  %9.2fx\n", d / n);
+    } else {
+      std::printf("  %10s\n", "-");
+    }
+  };
+  const std::string threads = std::to_string(o.threads);
+  const double per_rtt = 1 / rtt_ms;
+  std::printf("\n%-34s  %10s  %10s  %10s  %10s  %10s\n", "medians", "dlock", "naive", "redis-py",
+              "redlock", "dlock/naive");
+  row("(a) 1 thread, cycles/s", "a", &run_result::rate, 1, "%.0f");
+  row(("(b) " + threads + " threads own keys, cycles/s").c_str(), "b", &run_result::rate, 1,
+      "%.0f");
+  row("(a) client commands/cycle", "a", &run_result::commands_per_acq, 1, "%.2f");
+  row("(b) client commands/cycle", "b", &run_result::commands_per_acq, 1, "%.2f");
+  row("(b) Redis-executed commands/cycle", "b", &run_result::executed_per_acq, 1, "%.2f");
+  row("(b) redis CPU, % of one core", "b", &run_result::redis_cpu_pct, 1, "%.1f");
+  row(("(c2) " + threads + " threads 1 key, acq/s").c_str(), "c2", &run_result::rate, 1, "%.0f");
+  row("(c2) wait p50, ms", "c2", &run_result::wait_p50_ms, 1, "%.2f");
+  row("(c2) wait p99, ms", "c2", &run_result::wait_p99_ms, 1, "%.2f");
+  row("(c2) client commands/acquisition", "c2", &run_result::commands_per_acq, 1, "%.2f");
+  row("(c2) Redis-executed commands/acq", "c2", &run_result::executed_per_acq, 1, "%.2f");
+  row("(c2) redis CPU, % of one core", "c2", &run_result::redis_cpu_pct, 1, "%.1f");
+  row("(h) handoff p50, RTT", "h", &run_result::handoff_p50_ms, per_rtt, "%.1f");
+  row("(h) handoff p99, RTT", "h", &run_result::handoff_p99_ms, per_rtt, "%.1f");
+  row("(h) handoff p50, ms", "h", &run_result::handoff_p50_ms, 1, "%.3f");
+  row("(h) handoff p99, ms", "h", &run_result::handoff_p99_ms, 1, "%.3f");
+  std::printf(
+      "client commands: INFO commandstats call deltas, minus the commands the side's Lua scripts\n"
+      "run inside Redis and minus the harness's INFO/PING, per acquisition. Redis-executed:\n"
+      "INFO stats total_commands_processed delta (script-internal commands included), the same\n"
+      "harness commands removed.\n");
+  std::printf("\n(c2) commandstats per acquisition, last round:\n");
+  for (int side = 0; side < side_count; ++side) {
+    const auto& runs = find("c2").runs[static_cast<std::size_t>(side)];
+    if (runs.empty()) continue;
+    std::printf("  %-9s", side_names[side]);
+    for (const auto& [name, n] : runs.back().calls)
+      std::printf(" %s %.2f", name.c_str(), static_cast<double>(n) / runs.back().acquisitions);
+    std::printf("\n");
+  }
+
+  std::printf("\n");
+  print_idle("machine idle:    ", "after the runs");
+  auto verdict = [](bool met) { return met ? "met" : "NOT met"; };
+  const double ra = value("a", 0, &run_result::rate) / value("a", 1, &run_result::rate);
+  const double rb = value("b", 0, &run_result::rate) / value("b", 1, &run_result::rate);
+  const double rc = value("c2", 0, &run_result::rate) / value("c2", 1, &run_result::rate);
+  const double cmds = value("c2", 0, &run_result::commands_per_acq);
+  const double p99 = value("c2", 0, &run_result::wait_p99_ms);
+  const double h50 = value("h", 0, &run_result::handoff_p50_ms) * per_rtt;
+  std::printf("target (a)  >= 1.5x naive: %s (%.2fx)\n", verdict(ra >= 1.5), ra);
+  std::printf("target (b)  >= 2x naive: %s (%.2fx)\n", verdict(rb >= 2), rb);
+  std::printf(
+      "target (c2) >= 1.6x naive acq/s, <= 3 commands/acq, p99 wait <= 20 ms: %s "
+      "(%.2fx, %.2f, %.2f ms)\n",
+      verdict(rc >= 1.6 && cmds <= 3 && p99 <= 20), rc, cmds, p99);
+  std::printf("target (h)  p50 <= 2 RTT: %s (%.1f RTT)\n", verdict(h50 <= 2), h50);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlock_bench_lock: %s\n", e.what());
+    return 1;
+  }
+}
