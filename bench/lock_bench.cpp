@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "dlock/client.hpp"
 #include "redis_process.hpp"
 
@@ -53,6 +54,10 @@
 #endif
 
 namespace {
+
+using dlock::bench::cpu_model;
+using dlock::bench::info_field;
+using dlock::bench::print_idle;
 
 using steady = std::chrono::steady_clock;
 
@@ -171,52 +176,6 @@ double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const auto rank = static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size()) + 0.999999);
   return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      const std::size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
-}
-
-std::string info_field(const std::string& info, const std::string& name) {
-  const std::size_t at = info.find(name + ":");
-  if (at == std::string::npos) return "unknown";
-  const std::size_t begin = at + name.size() + 1;
-  return info.substr(begin, info.find_first_of("\r\n", begin) - begin);
-}
-
-// Share of the machine's CPU time spent idle over `window`, from /proc/stat; -1 if unreadable.
-double idle_share(std::chrono::milliseconds window) {
-  auto sample = [](std::uint64_t& idle, std::uint64_t& total) {
-    std::ifstream in("/proc/stat");
-    std::string cpu;
-    in >> cpu;
-    idle = total = 0;
-    std::uint64_t v = 0;
-    for (int field = 0; field < 8 && in >> v; ++field) {
-      total += v;
-      if (field == 3 || field == 4) idle += v;
-    }
-    return cpu == "cpu" && total > 0;
-  };
-  std::uint64_t idle0 = 0, total0 = 0, idle1 = 0, total1 = 0;
-  if (!sample(idle0, total0)) return -1;
-  std::this_thread::sleep_for(window);
-  if (!sample(idle1, total1) || total1 <= total0) return -1;
-  return static_cast<double>(idle1 - idle0) / static_cast<double>(total1 - total0);
-}
-
-void print_idle(const char* prefix, const char* when) {
-  const double idle = idle_share(std::chrono::milliseconds(1000));
-  std::printf(
-      "%s%.0f%% %s%s\n", prefix, 100 * idle, when,
-      idle < 0.9 ? " -- other load on the machine skews the figures; rerun when quiet" : "");
 }
 
 // --- the locks ---------------------------------------------------------------------------------
