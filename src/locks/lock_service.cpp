@@ -218,12 +218,23 @@ bool lock_service::acquire(const std::string& name, const milliseconds* lease,
   for (;;) {
     auto wake_at = deadline;
     if (ttl_ms >= 0) wake_at = std::min(wake_at, clock::now() + milliseconds(ttl_ms + 1));
+    bool woken = false;
     {
       std::unique_lock lock(w.m);
-      w.cv.wait_until(lock, wake_at, [&] { return w.permit; });
+      woken = w.cv.wait_until(lock, wake_at, [&] { return w.permit; });
       w.permit = false;
     }
-    const attempt_result r = attempt(name, lease);
+    attempt_result r;
+    try {
+      r = attempt(name, lease);
+    } catch (...) {
+      // This attempt used up a wake-up that stands for an unlock: leaving, hand it on.
+      if (woken) {
+        std::lock_guard lock(w.m);
+        w.permit = true;
+      }
+      throw;
+    }
     if (r.status != attempt_status::held_by_other) return true;
     if (clock::now() >= deadline) return false;
     ttl_ms = r.ttl_ms;
@@ -275,6 +286,14 @@ void lock_service::remove_waiter(const std::string& channel, waiter* w) {
   if (!queue.empty()) return;
   last = std::move(it->second.sub);
   waiters_.erase(it);
+  // Unsubscribing is I/O: only while the topology lives. After shutdown() the subscription is
+  // kept, and dropped (without I/O, the subscriber being stopped) with this service.
+  std::shared_lock lifetime(lifetime_);
+  if (stopped_) {
+    parked_subscriptions_.push_back(std::move(last));
+  } else {
+    last.reset();
+  }
 }
 
 void lock_service::give_permit(channel_waiters& waiters) {
@@ -322,11 +341,12 @@ std::error_code lock_service::release(const std::string& name) noexcept {
       const auto it = holds_.find({name, thread});
       if (it == holds_.end() || it->second.count == 0) return make_error_code(errc::not_owner);
       hold& h = it->second;
-      // A lost hold is forgotten with all its counts; a live one gives up one.
-      const std::uint64_t holds = h.lost ? h.count : 1;
+      // A lost hold is forgotten with all its counts; a live one gives up one. The script sets
+      // the count we keep (see reentrant_unlock.lua).
       if (h.lost) result = make_error_code(errc::lock_lost);
       const std::string lease_arg = std::to_string(h.lease.count());
-      h.count -= holds;
+      h.count = h.lost ? 0 : h.count - 1;
+      const std::string remaining = std::to_string(h.count);
       if (h.count == 0) {
         if (h.watchdog) {
           (void)scheduler_.remove(*h.watchdog);
@@ -339,7 +359,7 @@ std::error_code lock_service::release(const std::string& name) noexcept {
       const std::string release_id = client_id_ + ":" + std::to_string(next_release_id_++);
       keys = {name, unlock_channel(name), release_latch_key(name, release_id)};
       args = {std::string(unlock_message), lease_arg, owner_field(thread),
-              std::to_string(latch_ttl_.count()), std::to_string(holds)};
+              std::to_string(latch_ttl_.count()), remaining};
       // Queued under mutex_, so a renewal batch taken before is on the wire before it.
       send_release(name, std::move(keys), std::move(args), release_tries, false);
     }
@@ -396,13 +416,13 @@ void lock_service::send_release(const std::string& name, std::vector<std::string
 
 void lock_service::shutdown(milliseconds limit) {
   {
-    std::unique_lock lifetime(lifetime_);
-    stopped_ = true;  // nothing new reaches the topology from now on
-  }
-  {
-    // Releases already queued get `limit` to reach the server (the I/O thread still runs).
+    // Releases already queued (and their retries) get `limit` to reach the server.
     std::unique_lock lock(releases_mutex_);
     releases_cv_.wait_for(lock, limit, [&] { return releases_in_flight_ == 0; });
+  }
+  {
+    std::unique_lock lifetime(lifetime_);
+    stopped_ = true;  // nothing new reaches the topology from now on
   }
   std::vector<std::shared_ptr<std::stop_source>> lost;
   {
@@ -582,7 +602,14 @@ void lock_service::on_thread_exit(std::uint64_t thread_key) noexcept {
       it = holds_.erase(it);
     }
   }
-  fire(lost);
+  if (lost.empty()) return;
+  // Stop callbacks are user code; here the thread-exit registry's mutex is held, so they run on
+  // the I/O thread instead.
+  try {
+    with_servers([&](topology::topology&) { asio::post(io_, [lost] { fire(lost); }); });
+  } catch (...) {
+    // Stopped: shutdown() already reported every hold, so nothing is left to fire.
+  }
 }
 
 }  // namespace dlock::locks

@@ -107,7 +107,7 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
 
   enum class attempt_status { acquired, reentered, held_by_other };
   struct attempt_result {
-    attempt_status status;
+    attempt_status status = attempt_status::held_by_other;
     std::int64_t ttl_ms = 0;  // held_by_other: remaining lease of the holder (-1: none)
   };
 
@@ -163,6 +163,7 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
 
   std::mutex waiters_mutex_;
   std::map<std::string, channel_waiters> waiters_;
+  std::vector<subscription> parked_subscriptions_;  // guarded by waiters_mutex_
 
   std::optional<asio::steady_timer> timer_;  // I/O thread only; dropped by shutdown()
   std::atomic<std::uint64_t> lost_count_{0};

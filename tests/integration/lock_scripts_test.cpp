@@ -75,10 +75,11 @@ class LockScriptsTest : public ::testing::Test {
     const reply r = c.eval(lock_script, {name, fence}, {lease_ms, owner, known_arg});
     return {r.elements.at(0).integer, r.elements.at(1).integer};
   }
+  // `remaining`: the holds the client counts for `owner` after this release.
   std::int64_t unlock(const std::string& owner, const std::string& release_id,
-                      std::string_view holds = "1") {
+                      std::string_view remaining = "0") {
     const std::string latch = unique_key("latch:" + release_id);
-    return c.eval(unlock_script, {name, channel, latch}, {"0", lease_ms, owner, "60000", holds})
+    return c.eval(unlock_script, {name, channel, latch}, {"0", lease_ms, owner, "60000", remaining})
         .integer;
   }
   std::int64_t pttl() { return c.command({"PTTL", name}).integer; }
@@ -123,7 +124,16 @@ TEST_F(LockScriptsTest, ALostHoldIsReleasedWithAllItsCounts) {
   lock("client-a:1");
   lock("client-a:1", 1);
   lock("client-a:1", 2);
-  EXPECT_EQ(unlock("client-a:1", "r1", "3"), 1);
+  EXPECT_EQ(unlock("client-a:1", "r1", "0"), 1);
+  EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
+}
+
+// A re-entry whose reply was lost left the server one count above the client; the release sets
+// the client's count, so the last unlock still frees the lock.
+TEST_F(LockScriptsTest, TheReleaseSetsTheClientsCountSoAnOrphanedReentryCannotKeepTheLock) {
+  lock("client-a:1");
+  lock("client-a:1", 1);  // its reply "was lost": the client still counts 1
+  EXPECT_EQ(unlock("client-a:1", "r1", "0"), 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
 }
 
@@ -179,7 +189,7 @@ TEST_F(LockScriptsTest, UnlockReleasesOneHoldAtATimeAndTheLastWakesWaiters) {
   }
   lock("client-a:1");
   lock("client-a:1", 1);
-  EXPECT_EQ(unlock("client-a:1", "r1"), 0);
+  EXPECT_EQ(unlock("client-a:1", "r1", "1"), 0);
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
   EXPECT_EQ(unlock("client-a:1", "r2"), 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
@@ -191,8 +201,8 @@ TEST_F(LockScriptsTest, UnlockReleasesOneHoldAtATimeAndTheLastWakesWaiters) {
 TEST_F(LockScriptsTest, RetriedReleaseReturnsTheFirstOutcomeAndReleasesNothingMore) {
   lock("client-a:1");
   lock("client-a:1", 1);
-  EXPECT_EQ(unlock("client-a:1", "r1"), 0);
-  EXPECT_EQ(unlock("client-a:1", "r1"), 0);  // the retry: still one hold left
+  EXPECT_EQ(unlock("client-a:1", "r1", "1"), 0);
+  EXPECT_EQ(unlock("client-a:1", "r1", "1"), 0);  // the retry: still one hold left
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
 
   EXPECT_EQ(unlock("client-a:1", "r2"), 1);

@@ -152,6 +152,24 @@ TEST(Mutex, AnAcquisitionThatTimedOutButRanLeavesNoOrphanedHold) {
   EXPECT_FALSE(m.is_locked()) << "an orphaned count kept the lock";
 }
 
+// Second review, finding 1: a re-entry that timed out but ran left the server one count above
+// the client; the last unlock must still free the lock.
+TEST(Mutex, AReentryThatTimedOutButRanDoesNotKeepTheLockAfterTheLastUnlock) {
+  redis_server server;
+  client_options o = client_options::from_url(server.url());
+  o.request_timeout = 300ms;
+  client c{o}, sleeper{server.url()};
+  mutex m = c.get_lock(unique_key("m"));
+  m.lock();
+  auto sleep = sleeper.async_command({"DEBUG", "SLEEP", "1"});
+  std::this_thread::sleep_for(50ms);  // let DEBUG SLEEP reach the server first
+  EXPECT_THROW(m.lock(), error);      // times out; the re-entry still runs after the sleep
+  sleep.wait();
+  EXPECT_EQ(m.hold_count(), 1u);
+  m.unlock();
+  EXPECT_FALSE(m.is_locked()) << "the orphaned re-entry kept the lock";
+}
+
 // Review finding 2: a re-lock after the lock silently vanished must not pretend to nest.
 TEST(Mutex, ReLockingALockThatVanishedReportsTheOldHoldLost) {
   redis_server server;
