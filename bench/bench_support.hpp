@@ -3,11 +3,15 @@
 // What every benchmark here prints about the machine and the server it ran on.
 #pragma once
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace dlock::bench {
@@ -61,6 +65,28 @@ inline void print_idle(const char* prefix, const char* when) {
   std::printf(
       "%s%.0f%% %s%s\n", prefix, 100 * idle, when,
       idle < 0.9 ? " -- other load on the machine skews the figures; rerun when quiet" : "");
+}
+
+// Option values. nullopt when `text` is not entirely a number in [min, max]; the caller words the
+// usage error, since only it knows the program and the option.
+template <typename Int>
+std::optional<Int> parse_whole(std::string_view text, Int min, Int max) {
+  Int value{};
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || ptr != text.data() + text.size() || value < min || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+inline std::optional<double> parse_number(std::string_view text, double min, double max) {
+  const std::string copy(text);
+  char* end = nullptr;
+  const double value = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !(value >= min && value <= max)) {
+    return std::nullopt;
+  }
+  return value;
 }
 
 }  // namespace dlock::bench

@@ -98,13 +98,12 @@ void print_usage(std::FILE* out) {
 
 std::uint64_t parse_count(std::string_view name, std::string_view text, std::uint64_t min,
                           std::uint64_t max) {
-  std::uint64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || ptr != text.data() + text.size() || value < min || value > max) {
+  const auto value = dlock::bench::parse_whole(text, min, max);
+  if (!value) {
     usage_error(std::string(name) + " wants a whole number from " + std::to_string(min) + " to " +
                 std::to_string(max) + ", not '" + std::string(text) + "'");
   }
-  return value;
+  return *value;
 }
 
 bench_options parse_args(int argc, char** argv) {
@@ -122,12 +121,10 @@ bench_options parse_args(int argc, char** argv) {
     } else if (arg == "--requests") {
       o.requests = parse_count(arg, value, 1000, 1'000'000'000);
     } else if (arg == "--seconds") {
-      const std::string text(value);
-      char* end = nullptr;
-      const double s = std::strtod(text.c_str(), &end);
-      if (end != text.c_str() + text.size() || !(s >= 0.1 && s <= 600))
-        usage_error("--seconds wants a number from 0.1 to 600, not '" + text + "'");
-      o.seconds = s;
+      const auto s = dlock::bench::parse_number(value, 0.1, 600);
+      if (!s)
+        usage_error("--seconds wants a number from 0.1 to 600, not '" + std::string(value) + "'");
+      o.seconds = *s;
     } else if (arg == "--repeat") {
       o.repeat = static_cast<int>(parse_count(arg, value, 1, 100));
     } else if (arg == "--threads") {
