@@ -42,11 +42,29 @@
 #include <stop_token>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace dlock {
 namespace locks {
 class lock_service;
 }
+
+// One holder of a lock, as the lock's hash in Redis records it.
+struct lock_holder {
+  std::string owner;        // "<client id>:<thread or lease key>" (Redisson: "<uuid>:<thread id>")
+  std::uint64_t count = 0;  // holds (re-entries + 1)
+};
+
+// A snapshot of a lock, read atomically from Redis (except `subscribers`, read just after).
+struct lock_status {
+  bool locked = false;
+  std::vector<lock_holder> holders;             // empty when free
+  std::chrono::milliseconds remaining_ttl{-2};  // as PTTL: -2 free, -1 no TTL
+  std::uint64_t last_fencing_token = 0;  // the newest token handed out for this name; 0: none
+  // Connections subscribed to the unlock channel. dlock uses one per client however many of its
+  // threads wait, so this counts waiting clients (Redisson: one per waiting JVM), not threads.
+  std::uint64_t subscribers = 0;
+};
 
 class mutex {
  public:
@@ -111,6 +129,13 @@ class mutex {
   // mutex::stop_token(): stopped when this thread's current hold is lost. A token that can never
   // stop (stop_possible() == false) when this thread holds nothing.
   std::stop_token stop_token() const noexcept;
+
+  // mutex::status(): who holds the lock, its TTL, its last fencing token and how many clients
+  // listen for its release (asks Redis; throws dlock::error, errc::server_error when the key holds
+  // something other than a reentrant lock).
+  lock_status status() const;
+  // mutex::owner_id(): the hash field this thread's holds use, "<client id>:<thread key>" (no I/O).
+  std::string owner_id() const;
 
   const std::string& name() const noexcept { return name_; }
 

@@ -58,7 +58,7 @@ void fire(const std::vector<std::shared_ptr<std::stop_source>>& lost) {
 
 std::vector<std::string_view> scripts_to_preload() {
   return {scripts::reentrant_lock, scripts::reentrant_unlock, scripts::renew_leases,
-          scripts::force_unlock};
+          scripts::force_unlock, scripts::lock_status};
 }
 
 lock_service::lock_service(asio::io_context& io, topology::topology& servers,
@@ -74,6 +74,7 @@ lock_service::lock_service(asio::io_context& io, topology::topology& servers,
       unlock_script_(std::string(scripts::reentrant_unlock)),
       renew_script_(std::string(scripts::renew_leases)),
       force_script_(std::string(scripts::force_unlock)),
+      status_script_(std::string(scripts::lock_status)),
       scheduler_(make_scheduler(options.lock_watchdog_timeout)),
       timer_(std::in_place, io) {
   core::add_thread_exit_listener(this);
@@ -83,8 +84,8 @@ lock_service::~lock_service() {
   core::remove_thread_exit_listener(this);
 }
 
-std::string lock_service::owner_field(std::uint64_t thread_key) const {
-  return client_id_ + ":" + std::to_string(thread_key);
+std::string lock_service::owner_field(std::uint64_t key) const {
+  return client_id_ + ":" + std::to_string(key);
 }
 
 template <typename F>
@@ -461,6 +462,39 @@ reply lock_service::call_command(const std::string& name, std::span<const std::s
     servers.connection_for(name).send(args, call.handler(), request_timeout_);
   });
   return call.wait();
+}
+
+lock_status lock_service::status(const std::string& name) {
+  const std::string fence = fence_key(name);
+  const std::string channel = unlock_channel(name);
+  const std::string_view keys[] = {name, fence};
+  const reply r = call_script(status_script_, name, keys, {});
+  if (!r.is_array() || r.elements.size() != 4 || !r.elements[3].is_array() ||
+      r.elements[3].elements.size() % 2 != 0) {
+    throw error(errc::protocol_error, "unexpected reply to the status script: " + to_string(r));
+  }
+  const std::string& kind = r.elements[0].str;
+  if (kind != "none" && kind != "hash") {
+    throw error(errc::server_error,
+                "the key '" + name + "' holds a " + kind + ", not a reentrant lock (a hash)");
+  }
+  lock_status s;
+  s.locked = kind == "hash";
+  s.remaining_ttl = milliseconds(r.elements[1].integer);
+  try {
+    s.last_fencing_token = std::stoull(r.elements[2].str);
+    const auto& fields = r.elements[3].elements;
+    for (std::size_t i = 0; i + 1 < fields.size(); i += 2)
+      s.holders.push_back({fields[i].str, std::stoull(fields[i + 1].str)});
+  } catch (const std::logic_error&) {  // stoull: not a number, or out of range
+    throw error(errc::protocol_error, "a lock's counts are not numbers: " + to_string(r));
+  }
+  const std::string_view numsub[] = {"PUBSUB", "NUMSUB", channel};
+  const reply n = call_command(channel, numsub);
+  if (n.is_array() && n.elements.size() == 2) {
+    s.subscribers = static_cast<std::uint64_t>(n.elements[1].integer);
+  }
+  return s;
 }
 
 bool lock_service::is_locked(const std::string& name) {

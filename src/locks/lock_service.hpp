@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/identity.hpp"
+#include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/script.hpp"
 #include "dlock/subscription.hpp"
@@ -67,6 +68,9 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   std::error_code release(const std::string& name) noexcept;
 
   bool force_release(const std::string& name);
+  lock_status status(const std::string& name);
+  // "<client id>:<key>": the lock hash field of a thread key or an async lease key.
+  std::string owner_field(std::uint64_t key) const;
   bool is_locked(const std::string& name);
   std::chrono::milliseconds remaining_ttl(const std::string& name);
 
@@ -138,7 +142,6 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   void on_renewed(const std::vector<lease::renewal>& batch, std::error_code ec, const reply& r);
 
   void on_thread_exit(std::uint64_t thread_key) noexcept override;
-  std::string owner_field(std::uint64_t thread_key) const;
 
   asio::io_context& io_;
   topology::topology& servers_;  // only through with_servers()
@@ -151,6 +154,7 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   const script unlock_script_;
   const script renew_script_;
   const script force_script_;
+  const script status_script_;
 
   mutable std::mutex mutex_;
   std::map<hold_key, hold> holds_;

@@ -1,6 +1,7 @@
 // dlock::mutex: a thin handle that forwards to the client's lock_service.
 #include "dlock/mutex.hpp"
 
+#include "core/identity.hpp"
 #include "locks/lock_service.hpp"
 
 namespace dlock {
@@ -48,6 +49,14 @@ bool mutex::force_unlock() {
 
 std::uint64_t mutex::fencing_token() const noexcept {
   return service_->fencing_token(name_);
+}
+
+lock_status mutex::status() const {
+  return service_->status(name_);
+}
+
+std::string mutex::owner_id() const {
+  return service_->owner_field(core::current_thread_key());
 }
 
 std::stop_token mutex::stop_token() const noexcept {

@@ -316,6 +316,53 @@ TEST(Mutex, ForceUnlockWakesWaiters) {
   EXPECT_TRUE(acquired.get());
 }
 
+TEST(Mutex, StatusShowsHoldersTtlTokenAndWaitingClients) {
+  redis_server server;
+  client holder{server.url()}, waiter{server.url()};
+  const std::string name = unique_key("m");
+  mutex m = holder.get_lock(name);
+  EXPECT_FALSE(m.status().locked);
+  m.lock();
+  m.lock();
+  auto waiting = std::async(std::launch::async, [&] {
+    mutex w = waiter.get_lock(name);
+    const bool ok = w.try_lock_for(20s);
+    if (ok) w.unlock();
+    return ok;
+  });
+  // The waiter's subscription has no event to wait for from here: poll the status, bounded.
+  lock_status s;
+  for (const auto until = steady_clock::now() + 5s; steady_clock::now() < until;) {
+    s = m.status();
+    if (s.subscribers == 1) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(s.locked);
+  ASSERT_EQ(s.holders.size(), 1u);
+  EXPECT_EQ(s.holders[0].owner, m.owner_id());
+  EXPECT_EQ(s.holders[0].count, 2u);
+  EXPECT_GT(s.remaining_ttl.count(), 0);
+  EXPECT_LE(s.remaining_ttl, holder.options().lock_watchdog_timeout);
+  EXPECT_EQ(s.last_fencing_token, m.fencing_token());
+  EXPECT_EQ(s.subscribers, 1u) << "the waiting client never subscribed";
+  m.unlock();
+  m.unlock();
+  ASSERT_TRUE(waiting.get());
+  const lock_status after = m.status();
+  EXPECT_FALSE(after.locked);
+  EXPECT_TRUE(after.holders.empty());
+  EXPECT_EQ(after.remaining_ttl.count(), -2);
+  EXPECT_GT(after.last_fencing_token, s.last_fencing_token) << "the waiter took the next token";
+
+  (void)holder.command({"SET", "plain", "x"});
+  try {
+    (void)holder.get_lock("plain").status();
+    ADD_FAILURE() << "a string key was reported as a lock";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::server_error);
+  }
+}
+
 // Non-atomic read-modify-write under the lock from two clients (two owners) and several threads:
 // any overlap loses an increment, so the final count proves mutual exclusion.
 TEST(Mutex, TwoClientsAndEightThreadsNeverOverlap) {
