@@ -3,6 +3,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
+#include "dlock/lock_lease.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/reply.hpp"

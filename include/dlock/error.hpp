@@ -26,6 +26,7 @@ enum class errc {
   client_stopped,        // the client was destroyed or stopped before the request completed
   not_owner,             // an unlock by someone who does not hold the lock
   lock_lost,             // a held lock expired or was taken while its holder still held it
+  cancelled,             // the caller gave up an asynchronous acquisition (its stop_token)
 };
 
 // The category of `errc`; its name() is "dlock".

@@ -38,11 +38,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include "dlock/lock_lease.hpp"
 
 namespace dlock {
 namespace locks {
@@ -65,6 +70,22 @@ struct lock_status {
   // threads wait, so this counts waiting clients (Redisson: one per waiting JVM), not threads.
   std::uint64_t subscribers = 0;
 };
+
+// How an asynchronous acquisition waits; see mutex::async_acquire().
+struct acquire_options {
+  // How long to wait for the lock: std::nullopt waits until acquired; zero or less makes one
+  // attempt.
+  std::optional<std::chrono::milliseconds> wait = std::nullopt;
+  // An explicit lease, never renewed; std::nullopt takes a watchdog lease (renewed while held).
+  std::optional<std::chrono::milliseconds> lease = std::nullopt;
+  // Stopping it gives the acquisition up: it completes with errc::cancelled (a hold that arrives
+  // meanwhile is released at once).
+  std::stop_token cancel = {};
+};
+
+// Completion of an asynchronous acquisition: `ec` set on failure (as the errors of lock(), plus
+// errc::cancelled); otherwise `lease` holds the lock, or is empty when the wait ran out.
+using lease_handler = std::function<void(std::error_code ec, lock_lease lease)>;
 
 class mutex {
  public:
@@ -99,6 +120,25 @@ class mutex {
   template <typename Clock, typename Duration>
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
     return acquire_until(steady_clock::now() + to_steady(deadline - Clock::now()), nullptr);
+  }
+
+  // mutex::async_acquire(options, done), async_lock(done), async_try_lock_for(wait, done)
+  // Acquire without blocking the caller. `done` runs exactly once, on the client's I/O thread (it
+  // must not block), with a lock_lease that any thread may release. Waiting is the same as for
+  // lock(): pub/sub wake-ups, one local waiter per unlock message, first come first served among
+  // this client's waiters. Throws errc::invalid_argument for a lease or wait that is not valid
+  // (before any I/O); when the client is already destroyed `done` gets errc::client_stopped on
+  // the calling thread. If the client is destroyed while waiting, `done` gets client_stopped.
+  // The future forms deliver the lease (empty: the wait ran out) or throw dlock::error from get().
+  void async_acquire(const acquire_options& options, lease_handler done);
+  std::future<lock_lease> async_acquire(const acquire_options& options);
+  void async_lock(lease_handler done) { async_acquire({}, std::move(done)); }
+  std::future<lock_lease> async_lock() { return async_acquire({}); }
+  void async_try_lock_for(std::chrono::milliseconds wait, lease_handler done) {
+    async_acquire({.wait = wait}, std::move(done));
+  }
+  std::future<lock_lease> async_try_lock_for(std::chrono::milliseconds wait) {
+    return async_acquire({.wait = wait});
   }
 
   // mutex::unlock()

@@ -33,6 +33,8 @@ class dlock_category final : public std::error_category {
         return "not the lock owner";
       case errc::lock_lost:
         return "lock lost";
+      case errc::cancelled:
+        return "cancelled";
     }
     return "unknown dlock error " + std::to_string(value);
   }

@@ -22,13 +22,14 @@ std::vector<thread_exit_listener*>& listeners() {
   return all;
 }
 
-struct thread_identity {
-  std::uint64_t key;
+std::atomic<std::uint64_t>& next_key() {
+  static std::atomic<std::uint64_t> next{1};
+  return next;
+}
 
-  thread_identity() {
-    static std::atomic<std::uint64_t> next{1};
-    key = next.fetch_add(1, std::memory_order_relaxed);
-  }
+struct thread_identity {
+  std::uint64_t key = next_key().fetch_add(1, std::memory_order_relaxed);
+
   ~thread_identity() {
     std::lock_guard lock(listeners_mutex());
     for (thread_exit_listener* l : listeners())
@@ -51,6 +52,10 @@ std::string random_id() {
     id += hex[b & 0xf];
   }
   return id;
+}
+
+std::uint64_t new_owner_key() {
+  return next_key().fetch_add(1, std::memory_order_relaxed);
 }
 
 std::uint64_t current_thread_key() {

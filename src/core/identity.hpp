@@ -16,6 +16,10 @@ std::string random_id();
 // The calling thread's key: 1, 2, 3... in the order threads first ask.
 std::uint64_t current_thread_key();
 
+// A fresh key from the same sequence, for an owner that is not a thread (an asynchronous lease):
+// it can never equal a thread's key.
+std::uint64_t new_owner_key();
+
 // Told, on the exiting thread, that a thread which asked for its key is ending.
 class thread_exit_listener {
  public:

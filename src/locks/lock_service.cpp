@@ -34,19 +34,19 @@ lease::lease_scheduler make_scheduler(milliseconds watchdog) {
   }
 }
 
-void check_lease(const milliseconds* lease) {
-  if (lease != nullptr && lease->count() <= 0) {
-    throw error(errc::invalid_argument, "a lock lease must be positive");
-  }
-}
-
 bool is_retryable(std::error_code ec) {
   return ec == errc::connection_lost || ec == errc::timeout || ec == errc::connect_failed ||
          ec == errc::connect_timeout;
 }
 
-[[noreturn]] void throw_stopped() {
-  throw error(errc::client_stopped, "the client of this lock was destroyed");
+// With the waiter's mutex held: wakes a waiting thread, or tells an async waiter's I/O thread.
+template <typename Waiter>
+void notify(Waiter& w) {
+  if (w.notify) {
+    w.notify();
+  } else {
+    w.cv.notify_one();
+  }
 }
 
 void fire(const std::vector<std::shared_ptr<std::stop_source>>& lost) {
@@ -55,6 +55,12 @@ void fire(const std::vector<std::shared_ptr<std::stop_source>>& lost) {
 }
 
 }  // namespace
+
+void check_lease(const milliseconds* lease) {
+  if (lease != nullptr && lease->count() <= 0) {
+    throw error(errc::invalid_argument, "a lock lease must be positive");
+  }
+}
 
 std::vector<std::string_view> scripts_to_preload() {
   return {scripts::reentrant_lock, scripts::reentrant_unlock, scripts::renew_leases,
@@ -88,15 +94,6 @@ std::string lock_service::owner_field(std::uint64_t key) const {
   return client_id_ + ":" + std::to_string(key);
 }
 
-template <typename F>
-auto lock_service::with_servers(F&& use) {
-  // Shared with other users, exclusive with shutdown(): once it has run, the topology and the
-  // io_context may be gone, and nothing here may touch them.
-  std::shared_lock lifetime(lifetime_);
-  if (stopped_) throw_stopped();
-  return use(servers_);
-}
-
 reply lock_service::call_script(const script& s, const std::string& name,
                                 std::span<const std::string_view> keys,
                                 std::span<const std::string_view> args) {
@@ -121,36 +118,41 @@ void lock_service::mark_lost(hold& h, std::vector<std::shared_ptr<std::stop_sour
 
 // --- acquiring ---------------------------------------------------------------------------------
 
-lock_service::attempt_result lock_service::attempt(const std::string& name,
-                                                   const milliseconds* lease) {
-  const std::uint64_t thread = core::current_thread_key();
-  const hold_key key{name, thread};
-  milliseconds lease_ms = lease != nullptr ? *lease : watchdog_lease_;
-  bool watchdog = lease == nullptr;
+lock_service::attempt_request lock_service::prepare_attempt(const std::string& name,
+                                                            std::uint64_t key,
+                                                            const milliseconds* lease) {
+  attempt_request req;
+  req.name = name;
+  req.key = key;
+  req.lease = lease != nullptr ? *lease : watchdog_lease_;
+  req.watchdog = lease == nullptr;
   std::uint64_t known = 0;
   {
     std::lock_guard lock(mutex_);
-    const auto it = holds_.find(key);
+    const auto it = holds_.find({name, key});
     if (it != holds_.end() && !it->second.lost) {
       // A re-entry keeps the lease kind of the first hold.
       known = it->second.count;
-      lease_ms = it->second.lease;
-      watchdog = !it->second.lose_at.has_value();
+      req.lease = it->second.lease;
+      req.watchdog = !it->second.lose_at.has_value();
     }
   }
-  const std::string field = owner_field(thread);
-  const std::string fence = fence_key(name);
-  const std::string lease_arg = std::to_string(lease_ms.count());
-  const std::string known_arg = std::to_string(known);
-  const std::string_view keys[] = {name, fence};
-  const std::string_view args[] = {lease_arg, field, known_arg};
-  const auto sent_at = clock::now();
-  const reply r = call_script(lock_script_, name, keys, args);
+  req.field = owner_field(key);
+  req.fence = fence_key(name);
+  req.lease_arg = std::to_string(req.lease.count());
+  req.known_arg = std::to_string(known);
+  req.sent_at = clock::now();
+  return req;
+}
+
+lock_service::attempt_result lock_service::apply_attempt(const attempt_request& req,
+                                                         const reply& r) {
   if (!r.is_array() || r.elements.size() != 2) {
     throw error(errc::protocol_error, "unexpected reply to the lock script: " + to_string(r));
   }
   const std::int64_t status = r.elements[0].integer;
   const std::int64_t value = r.elements[1].integer;
+  const hold_key key{req.name, req.key};
 
   std::vector<std::shared_ptr<std::stop_source>> lost;
   bool wake_watchdog = false;
@@ -173,17 +175,17 @@ lock_service::attempt_result lock_service::attempt(const std::string& name,
         const std::uint64_t token = status == 1 ? static_cast<std::uint64_t>(value) : h.token;
         h = hold{};
         h.token = token;
-        h.lease = lease_ms;
-        if (watchdog) {
-          h.watchdog = scheduler_.add({name, field}, sent_at);
+        h.lease = req.lease;
+        if (req.watchdog) {
+          h.watchdog = scheduler_.add({req.name, req.field}, req.sent_at);
           watchdog_owner_[*h.watchdog] = key;
         } else {
-          h.lose_at = sent_at + lease_ms - safety_margin(lease_ms);
+          h.lose_at = req.sent_at + req.lease - safety_margin(req.lease);
         }
         wake_watchdog = true;
       } else if (h.lose_at) {
         // The re-entry re-set the TTL: an explicit lease runs from this request on.
-        h.lose_at = sent_at + h.lease - safety_margin(h.lease);
+        h.lose_at = req.sent_at + h.lease - safety_margin(h.lease);
       }
       h.count = status == 1 ? 1 : static_cast<std::uint64_t>(value);
     }
@@ -194,10 +196,19 @@ lock_service::attempt_result lock_service::attempt(const std::string& name,
   return {status == 1 ? attempt_status::acquired : attempt_status::reentered};
 }
 
+lock_service::attempt_result lock_service::attempt(const std::string& name, std::uint64_t key,
+                                                   const milliseconds* lease) {
+  const attempt_request req = prepare_attempt(name, key, lease);
+  const std::string_view keys[] = {req.name, req.fence};
+  const std::string_view args[] = {req.lease_arg, req.field, req.known_arg};
+  return apply_attempt(req, call_script(lock_script_, name, keys, args));
+}
+
 bool lock_service::acquire(const std::string& name, const milliseconds* lease,
                            clock::time_point deadline) {
   check_lease(lease);
-  attempt_result first = attempt(name, lease);
+  const std::uint64_t thread = core::current_thread_key();
+  attempt_result first = attempt(name, thread, lease);
   if (first.status != attempt_status::held_by_other) return true;
   if (clock::now() >= deadline) return false;
 
@@ -227,7 +238,7 @@ bool lock_service::acquire(const std::string& name, const milliseconds* lease,
     }
     attempt_result r;
     try {
-      r = attempt(name, lease);
+      r = attempt(name, thread, lease);
     } catch (...) {
       // This attempt used up a wake-up that stands for an unlock: leaving, hand it on.
       if (woken) {
@@ -302,7 +313,7 @@ void lock_service::give_permit(channel_waiters& waiters) {
     std::lock_guard wl(w->m);
     if (w->permit) continue;
     w->permit = true;
-    w->cv.notify_one();
+    notify(*w);
     return;
   }
 }
@@ -326,15 +337,18 @@ void lock_service::wake_all(channel_waiters& waiters) {
   for (waiter* w : waiters.queue) {
     std::lock_guard wl(w->m);
     w->permit = true;
-    w->cv.notify_one();
+    notify(*w);
   }
 }
 
 // --- releasing ---------------------------------------------------------------------------------
 
 std::error_code lock_service::release(const std::string& name) noexcept {
+  return release(name, core::current_thread_key());
+}
+
+std::error_code lock_service::release(const std::string& name, std::uint64_t thread) noexcept {
   try {
-    const std::uint64_t thread = core::current_thread_key();
     std::error_code result;
     std::vector<std::string> keys, args;
     {
@@ -357,12 +371,7 @@ std::error_code lock_service::release(const std::string& name) noexcept {
       }
       // Sent even for a lost hold: the script changes nothing unless our field is still there,
       // and then it frees the lock for others sooner.
-      const std::string release_id = client_id_ + ":" + std::to_string(next_release_id_++);
-      keys = {name, unlock_channel(name), release_latch_key(name, release_id)};
-      args = {std::string(unlock_message), lease_arg, owner_field(thread),
-              std::to_string(latch_ttl_.count()), remaining};
-      // Queued under mutex_, so a renewal batch taken before is on the wire before it.
-      send_release(name, std::move(keys), std::move(args), release_tries, false);
+      queue_release(name, thread, lease_arg, remaining);
     }
     return result;
   } catch (const error& e) {
@@ -370,6 +379,25 @@ std::error_code lock_service::release(const std::string& name) noexcept {
   } catch (...) {
     // Out of memory while building the request: the lease will end the hold on the server.
     return make_error_code(errc::client_stopped);
+  }
+}
+
+void lock_service::queue_release(const std::string& name, std::uint64_t key,
+                                 const std::string& lease_arg, const std::string& remaining) {
+  const std::string release_id = client_id_ + ":" + std::to_string(next_release_id_++);
+  std::vector<std::string> keys = {name, unlock_channel(name), release_latch_key(name, release_id)};
+  std::vector<std::string> args = {std::string(unlock_message), lease_arg, owner_field(key),
+                                   std::to_string(latch_ttl_.count()), remaining};
+  send_release(name, std::move(keys), std::move(args), release_tries, false);
+}
+
+void lock_service::release_orphan(const std::string& name, std::uint64_t key) noexcept {
+  try {
+    std::lock_guard lock(mutex_);
+    if (holds_.count({name, key}) != 0) return;  // a known hold: its owner releases it
+    queue_release(name, key, std::to_string(watchdog_lease_.count()), "0");
+  } catch (...) {
+    // Stopped, or out of memory: the orphan ends with its lease.
   }
 }
 
@@ -442,6 +470,7 @@ void lock_service::shutdown(milliseconds limit) {
   // never touch the destroyed io_context.
   std::promise<void> dropped;
   asio::post(io_, [this, &dropped] {
+    finish_async_acquisitions();  // their handlers get client_stopped
     timer_.reset();
     dropped.set_value();
   });
@@ -507,21 +536,23 @@ milliseconds lock_service::remaining_ttl(const std::string& name) {
   return milliseconds(call_command(name, args).integer);
 }
 
-std::uint64_t lock_service::hold_count(const std::string& name) const noexcept {
+std::uint64_t lock_service::hold_count(const std::string& name, std::uint64_t key) const noexcept {
   std::lock_guard lock(mutex_);
-  const auto it = holds_.find({name, core::current_thread_key()});
+  const auto it = holds_.find({name, key});
   return it == holds_.end() || it->second.lost ? 0 : it->second.count;
 }
 
-std::uint64_t lock_service::fencing_token(const std::string& name) const noexcept {
+std::uint64_t lock_service::fencing_token(const std::string& name,
+                                          std::uint64_t key) const noexcept {
   std::lock_guard lock(mutex_);
-  const auto it = holds_.find({name, core::current_thread_key()});
+  const auto it = holds_.find({name, key});
   return it == holds_.end() ? 0 : it->second.token;
 }
 
-std::stop_token lock_service::stop_token(const std::string& name) const noexcept {
+std::stop_token lock_service::stop_token(const std::string& name,
+                                         std::uint64_t key) const noexcept {
   std::lock_guard lock(mutex_);
-  const auto it = holds_.find({name, core::current_thread_key()});
+  const auto it = holds_.find({name, key});
   return it == holds_.end() ? std::stop_token{} : it->second.stop->get_token();
 }
 

@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "core/identity.hpp"
+#include "dlock/error.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/script.hpp"
@@ -47,6 +49,9 @@
 namespace dlock::locks {
 
 using clock = std::chrono::steady_clock;
+
+// Throws errc::invalid_argument unless `lease` is null or positive.
+void check_lease(const std::chrono::milliseconds* lease);
 
 // The Lua sources of the lock types: every command connection loads them when it connects.
 std::vector<std::string_view> scripts_to_preload();
@@ -64,8 +69,13 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   bool acquire(const std::string& name, const std::chrono::milliseconds* lease,
                clock::time_point deadline);
 
-  // Releases one hold of the calling thread; see mutex::unlock_checked().
+  // Takes `name` for a new lock_lease without blocking; see mutex::async_acquire().
+  void async_acquire(const std::string& name, const acquire_options& options, lease_handler done);
+
+  // Releases one hold of the owner `key` (the calling thread's by default); see
+  // mutex::unlock_checked().
   std::error_code release(const std::string& name) noexcept;
+  std::error_code release(const std::string& name, std::uint64_t key) noexcept;
 
   bool force_release(const std::string& name);
   lock_status status(const std::string& name);
@@ -74,10 +84,10 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   bool is_locked(const std::string& name);
   std::chrono::milliseconds remaining_ttl(const std::string& name);
 
-  // This thread's hold of `name` (no I/O).
-  std::uint64_t hold_count(const std::string& name) const noexcept;
-  std::uint64_t fencing_token(const std::string& name) const noexcept;
-  std::stop_token stop_token(const std::string& name) const noexcept;
+  // The hold of `name` by owner `key` (no I/O).
+  std::uint64_t hold_count(const std::string& name, std::uint64_t key) const noexcept;
+  std::uint64_t fencing_token(const std::string& name, std::uint64_t key) const noexcept;
+  std::stop_token stop_token(const std::string& name, std::uint64_t key) const noexcept;
 
   // Holds lost so far (renewal refused, unconfirmed until the lease end, explicit lease run out).
   std::uint64_t lost_count() const noexcept { return lost_count_.load(); }
@@ -98,11 +108,13 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   };
   using hold_key = std::pair<std::string, std::uint64_t>;  // (name, thread key)
 
-  // A thread waiting for a lock; woken by a permit.
+  // A thread or an async acquisition waiting for a lock; woken by a permit. `notify` (async
+  // waiters) runs with waiters_mutex_ and `m` held, and must only post to the I/O thread.
   struct waiter {
     std::mutex m;
     std::condition_variable cv;
     bool permit = false;
+    std::function<void()> notify;
   };
   struct channel_waiters {
     subscription sub;
@@ -114,14 +126,37 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
     attempt_status status = attempt_status::held_by_other;
     std::int64_t ttl_ms = 0;  // held_by_other: remaining lease of the holder (-1: none)
   };
+  // One run of the lock script for owner `key`: what it sends, and when it was sent.
+  struct attempt_request {
+    std::string name;
+    std::uint64_t key = 0;
+    std::chrono::milliseconds lease{0};
+    bool watchdog = true;
+    std::string field, fence, lease_arg, known_arg;
+    clock::time_point sent_at;
+  };
+  class async_acquisition;
 
   // Runs `use(servers_)` unless shutdown() has run (then throws errc::client_stopped).
   template <typename F>
   auto with_servers(F&& use);
-  attempt_result attempt(const std::string& name, const std::chrono::milliseconds* lease);
+  attempt_result attempt(const std::string& name, std::uint64_t key,
+                         const std::chrono::milliseconds* lease);
+  attempt_request prepare_attempt(const std::string& name, std::uint64_t key,
+                                  const std::chrono::milliseconds* lease);
+  // Records the script's reply `r` to `req` in holds_; throws errc::protocol_error for a bad one.
+  attempt_result apply_attempt(const attempt_request& req, const reply& r);
+  // The lease object for owner `key`'s fresh hold of `name`.
+  lock_lease make_lease(const std::string& name, std::uint64_t key);
+  void finish_async_acquisitions();
   reply call_script(const script& s, const std::string& name,
                     std::span<const std::string_view> keys, std::span<const std::string_view> args);
   reply call_command(const std::string& name, std::span<const std::string_view> args);
+  // With mutex_ held: sends the unlock script for owner `key`, keeping `remaining` holds.
+  void queue_release(const std::string& name, std::uint64_t key, const std::string& lease_arg,
+                     const std::string& remaining);
+  // Releases a hold of `key` that an attempt may have taken without the client learning of it.
+  void release_orphan(const std::string& name, std::uint64_t key) noexcept;
   void send_release(const std::string& name, std::vector<std::string> keys,
                     std::vector<std::string> args, int tries_left, bool urgent);
   // With mutex_ held: counts the hold as lost, stops renewing it, and queues its stop_source for
@@ -172,9 +207,21 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   std::optional<asio::steady_timer> timer_;  // I/O thread only; dropped by shutdown()
   std::atomic<std::uint64_t> lost_count_{0};
 
+  // Async acquisitions under way; I/O thread only.
+  std::map<async_acquisition*, std::shared_ptr<async_acquisition>> acquisitions_;
+
   std::mutex releases_mutex_;
   std::condition_variable releases_cv_;
   std::size_t releases_in_flight_ = 0;
 };
+
+template <typename F>
+auto lock_service::with_servers(F&& use) {
+  // Shared with other users, exclusive with shutdown(): once it has run, the topology and the
+  // io_context may be gone, and nothing here may touch them.
+  std::shared_lock lifetime(lifetime_);
+  if (stopped_) throw error(errc::client_stopped, "the client of this lock was destroyed");
+  return use(servers_);
+}
 
 }  // namespace dlock::locks

@@ -23,6 +23,23 @@ bool mutex::acquire_until(steady_clock::time_point deadline,
   return service_->acquire(name_, lease, deadline);
 }
 
+void mutex::async_acquire(const acquire_options& options, lease_handler done) {
+  service_->async_acquire(name_, options, std::move(done));
+}
+
+std::future<lock_lease> mutex::async_acquire(const acquire_options& options) {
+  auto promise = std::make_shared<std::promise<lock_lease>>();
+  auto future = promise->get_future();
+  async_acquire(options, [promise](std::error_code ec, lock_lease lease) {
+    if (ec) {
+      promise->set_exception(std::make_exception_ptr(error(ec)));
+    } else {
+      promise->set_value(std::move(lease));
+    }
+  });
+  return future;
+}
+
 std::error_code mutex::unlock_checked() noexcept {
   return service_->release(name_);
 }
@@ -32,11 +49,11 @@ bool mutex::is_locked() const {
 }
 
 bool mutex::is_held_by_current_thread() const noexcept {
-  return service_->hold_count(name_) > 0;
+  return service_->hold_count(name_, core::current_thread_key()) > 0;
 }
 
 std::uint64_t mutex::hold_count() const noexcept {
-  return service_->hold_count(name_);
+  return service_->hold_count(name_, core::current_thread_key());
 }
 
 std::chrono::milliseconds mutex::remaining_ttl() const {
@@ -48,7 +65,7 @@ bool mutex::force_unlock() {
 }
 
 std::uint64_t mutex::fencing_token() const noexcept {
-  return service_->fencing_token(name_);
+  return service_->fencing_token(name_, core::current_thread_key());
 }
 
 lock_status mutex::status() const {
@@ -60,7 +77,7 @@ std::string mutex::owner_id() const {
 }
 
 std::stop_token mutex::stop_token() const noexcept {
-  return service_->stop_token(name_);
+  return service_->stop_token(name_, core::current_thread_key());
 }
 
 }  // namespace dlock
