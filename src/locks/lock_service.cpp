@@ -23,7 +23,7 @@ milliseconds safety_margin(milliseconds lease) {
   return std::max(lease / 10, milliseconds(1));
 }
 
-// A release retried after a lost connection: how often, and how long its latch must outlive it.
+// A release retried after a lost connection or a timeout: how often at most.
 constexpr int release_tries = 5;
 
 lease::lease_scheduler make_scheduler(milliseconds watchdog) {
@@ -73,8 +73,6 @@ lock_service::lock_service(asio::io_context& io, topology::topology& servers,
       servers_(servers),
       watchdog_lease_(options.lock_watchdog_timeout),
       request_timeout_(options.request_timeout),
-      latch_ttl_(options.request_timeout * (release_tries + 1) +
-                 options.reconnect_delay_max * release_tries),
       client_id_(core::random_id()),
       lock_script_(std::string(scripts::reentrant_lock)),
       unlock_script_(std::string(scripts::reentrant_unlock)),
@@ -360,6 +358,7 @@ std::error_code lock_service::release(const std::string& name, std::uint64_t thr
       // the count we keep (see reentrant_unlock.lua).
       if (h.lost) result = make_error_code(errc::lock_lost);
       const std::string lease_arg = std::to_string(h.lease.count());
+      const std::uint64_t token = h.token;
       h.count = h.lost ? 0 : h.count - 1;
       const std::string remaining = std::to_string(h.count);
       if (h.count == 0) {
@@ -371,7 +370,7 @@ std::error_code lock_service::release(const std::string& name, std::uint64_t thr
       }
       // Sent even for a lost hold: the script changes nothing unless our field is still there,
       // and then it frees the lock for others sooner.
-      queue_release(name, thread, lease_arg, remaining);
+      queue_release(name, thread, lease_arg, remaining, token);
     }
     return result;
   } catch (const error& e) {
@@ -383,26 +382,29 @@ std::error_code lock_service::release(const std::string& name, std::uint64_t thr
 }
 
 void lock_service::queue_release(const std::string& name, std::uint64_t key,
-                                 const std::string& lease_arg, const std::string& remaining) {
-  const std::string release_id = client_id_ + ":" + std::to_string(next_release_id_++);
-  std::vector<std::string> keys = {name, unlock_channel(name), release_latch_key(name, release_id)};
+                                 const std::string& lease_arg, const std::string& remaining,
+                                 std::uint64_t token) {
+  std::vector<std::string> keys = {name, unlock_channel(name), fence_key(name)};
+  // The first try is ordered after everything this owner did before: it needs no check.
   std::vector<std::string> args = {std::string(unlock_message), lease_arg, owner_field(key),
-                                   std::to_string(latch_ttl_.count()), remaining};
-  send_release(name, std::move(keys), std::move(args), release_tries, false);
+                                   remaining, "0"};
+  send_release(name, std::move(keys), std::move(args), token, release_tries, false);
 }
 
 void lock_service::release_orphan(const std::string& name, std::uint64_t key) noexcept {
   try {
     std::lock_guard lock(mutex_);
     if (holds_.count({name, key}) != 0) return;  // a known hold: its owner releases it
-    queue_release(name, key, std::to_string(watchdog_lease_.count()), "0");
+    // Async lease keys are never reused, so the field alone says whose hold it is: no token.
+    queue_release(name, key, std::to_string(watchdog_lease_.count()), "0", 0);
   } catch (...) {
     // Stopped, or out of memory: the orphan ends with its lease.
   }
 }
 
 void lock_service::send_release(const std::string& name, std::vector<std::string> keys,
-                                std::vector<std::string> args, int tries_left, bool urgent) {
+                                std::vector<std::string> args, std::uint64_t token, int tries_left,
+                                bool urgent) {
   {
     std::lock_guard lock(releases_mutex_);
     ++releases_in_flight_;
@@ -415,15 +417,17 @@ void lock_service::send_release(const std::string& name, std::vector<std::string
   std::vector<std::string_view> key_views(keys.begin(), keys.end());
   std::vector<std::string_view> arg_views(args.begin(), args.end());
   std::weak_ptr<lock_service> weak = weak_from_this();
-  auto on_reply = [weak, name, keys = std::move(keys), args = std::move(args), tries_left](
+  auto on_reply = [weak, name, keys = std::move(keys), args = std::move(args), token, tries_left](
                       std::error_code ec, reply) mutable {
     auto self = weak.lock();
     if (!self) return;
-    // The latch makes a retry return the first outcome if the first try did run. It goes ahead
-    // of everything not yet written, so it runs before this thread's next lock of the same name.
+    // The first try may have run. Setting the same remaining count again is harmless; a retry
+    // after this owner's hold ended and a new one began is refused by the token check (see
+    // reentrant_unlock.lua). The retry goes ahead of everything not yet written.
     if (ec && is_retryable(ec) && tries_left > 1) {
+      if (token != 0) args.back() = std::to_string(token);
       try {
-        self->send_release(name, std::move(keys), std::move(args), tries_left - 1, true);
+        self->send_release(name, std::move(keys), std::move(args), token, tries_left - 1, true);
       } catch (...) {
         // Stopped meanwhile: the lease ends the hold.
       }

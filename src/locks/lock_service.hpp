@@ -7,8 +7,9 @@
 //     a (re)subscription wakes them all to re-check (messages sent while unsubscribed are lost);
 //   - the watchdog: a lease_scheduler (src/lease) driven by a timer on the I/O thread, renewing
 //     every due lease in one renew_leases.lua call;
-//   - releases: queued without waiting, retried idempotently (a latch key per release) when the
-//     connection dies with one in flight, and flushed when the client stops.
+//   - releases: queued without waiting, retried idempotently (checked against the released hold's
+//     fencing token) when the connection dies with one in flight, and flushed when the client
+//     stops.
 //
 // Locking order: lifetime_ (shared) may be taken under mutex_ or waiters_mutex_, never the other
 // way round; mutex_ and waiters_mutex_ are never held together; user callbacks (stop callbacks)
@@ -153,12 +154,14 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
                     std::span<const std::string_view> keys, std::span<const std::string_view> args);
   reply call_command(const std::string& name, std::span<const std::string_view> args);
   // With mutex_ held: sends the unlock script for owner `key`, keeping `remaining` holds.
+  // `token`: the hold's fencing token, checked by retries (0: no check).
   void queue_release(const std::string& name, std::uint64_t key, const std::string& lease_arg,
-                     const std::string& remaining);
+                     const std::string& remaining, std::uint64_t token);
   // Releases a hold of `key` that an attempt may have taken without the client learning of it.
   void release_orphan(const std::string& name, std::uint64_t key) noexcept;
   void send_release(const std::string& name, std::vector<std::string> keys,
-                    std::vector<std::string> args, int tries_left, bool urgent);
+                    std::vector<std::string> args, std::uint64_t token, int tries_left,
+                    bool urgent);
   // With mutex_ held: counts the hold as lost, stops renewing it, and queues its stop_source for
   // the caller to fire after unlocking.
   void mark_lost(hold& h, std::vector<std::shared_ptr<std::stop_source>>& fired);
@@ -183,7 +186,6 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   // Copied: handles may outlive the client and its options.
   const std::chrono::milliseconds watchdog_lease_;
   const std::chrono::milliseconds request_timeout_;
-  const std::chrono::milliseconds latch_ttl_;
   const std::string client_id_;
   const script lock_script_;
   const script unlock_script_;
@@ -195,7 +197,6 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   std::map<hold_key, hold> holds_;
   lease::lease_scheduler scheduler_;
   std::map<lease::lease_id, hold_key> watchdog_owner_;
-  std::uint64_t next_release_id_ = 1;
 
   std::shared_mutex lifetime_;
   bool stopped_ = false;  // guarded by lifetime_

@@ -32,9 +32,4 @@ inline std::string fence_key(std::string_view name) {
   return derived_key("dlock:fence", name);
 }
 
-// The latch that makes one release of N idempotent (see reentrant_unlock.lua).
-inline std::string release_latch_key(std::string_view name, std::string_view release_id) {
-  return derived_key("dlock:release", name, release_id);
-}
-
 }  // namespace dlock::locks

@@ -75,11 +75,12 @@ class LockScriptsTest : public ::testing::Test {
     const reply r = c.eval(lock_script, {name, fence}, {lease_ms, owner, known_arg});
     return {r.elements.at(0).integer, r.elements.at(1).integer};
   }
-  // `remaining`: the holds the client counts for `owner` after this release.
-  std::int64_t unlock(const std::string& owner, const std::string& release_id,
-                      std::string_view remaining = "0") {
-    const std::string latch = unique_key("latch:" + release_id);
-    return c.eval(unlock_script, {name, channel, latch}, {"0", lease_ms, owner, "60000", remaining})
+  // `remaining`: the holds the client counts for `owner` after this release. `retry_of`: "0" for
+  // a first try, else the fencing token of the hold a retry releases.
+  std::int64_t unlock(const std::string& owner, std::string_view remaining = "0",
+                      std::string_view retry_of = "0") {
+    return c
+        .eval(unlock_script, {name, channel, fence}, {"0", lease_ms, owner, remaining, retry_of})
         .integer;
   }
   std::int64_t pttl() { return c.command({"PTTL", name}).integer; }
@@ -109,7 +110,7 @@ TEST_F(LockScriptsTest, AnOrphanedHoldOfTheSameOwnerIsTakenOverNotCounted) {
   lock("client-a:1");  // the reply of this one "was lost": the client still knows 0 holds
   EXPECT_EQ(lock("client-a:1", 0), std::make_pair(std::int64_t{1}, std::int64_t{2}));
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
-  EXPECT_EQ(unlock("client-a:1", "r1"), 1);
+  EXPECT_EQ(unlock("client-a:1"), 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
 }
 
@@ -124,7 +125,7 @@ TEST_F(LockScriptsTest, ALostHoldIsReleasedWithAllItsCounts) {
   lock("client-a:1");
   lock("client-a:1", 1);
   lock("client-a:1", 2);
-  EXPECT_EQ(unlock("client-a:1", "r1", "0"), 1);
+  EXPECT_EQ(unlock("client-a:1", "0"), 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
 }
 
@@ -133,7 +134,7 @@ TEST_F(LockScriptsTest, ALostHoldIsReleasedWithAllItsCounts) {
 TEST_F(LockScriptsTest, TheReleaseSetsTheClientsCountSoAnOrphanedReentryCannotKeepTheLock) {
   lock("client-a:1");
   lock("client-a:1", 1);  // its reply "was lost": the client still counts 1
-  EXPECT_EQ(unlock("client-a:1", "r1", "0"), 1);
+  EXPECT_EQ(unlock("client-a:1", "0"), 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
 }
 
@@ -154,14 +155,14 @@ TEST_F(LockScriptsTest, TokensStrictlyIncreaseAcrossHolders) {
     ASSERT_EQ(status, 1);
     EXPECT_GT(token, last);
     last = token;
-    ASSERT_EQ(unlock(owner, "r" + std::to_string(i)), 1);
+    ASSERT_EQ(unlock(owner), 1);
   }
 }
 
 TEST_F(LockScriptsTest, UnlockByANonHolderChangesNothing) {
   lock("client-a:1");
   const reply before = c.command({"HGETALL", name});
-  EXPECT_EQ(unlock("client-b:1", "r1"), -1);
+  EXPECT_EQ(unlock("client-b:1"), -1);
   EXPECT_EQ(c.command({"HGETALL", name}), before);
   EXPECT_GT(pttl(), 0);
 }
@@ -189,26 +190,34 @@ TEST_F(LockScriptsTest, UnlockReleasesOneHoldAtATimeAndTheLastWakesWaiters) {
   }
   lock("client-a:1");
   lock("client-a:1", 1);
-  EXPECT_EQ(unlock("client-a:1", "r1", "1"), 0);
+  EXPECT_EQ(unlock("client-a:1", "1"), 0);
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
-  EXPECT_EQ(unlock("client-a:1", "r2"), 1);
+  EXPECT_EQ(unlock("client-a:1"), 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
   std::unique_lock l(m);
   ASSERT_TRUE(cv.wait_for(l, 5s, [&] { return !messages.empty(); }));
   EXPECT_EQ(messages, std::vector<std::string>{"0"});
 }
 
-TEST_F(LockScriptsTest, RetriedReleaseReturnsTheFirstOutcomeAndReleasesNothingMore) {
-  lock("client-a:1");
+// A release may be retried without knowing whether the first try ran (connection lost, or timed
+// out while later requests went on). Repeating it sets the same count; a retry that arrives after
+// the owner's hold ended and a new one began must leave the new hold alone.
+TEST_F(LockScriptsTest, ARetriedReleaseRepeatsItsOutcomeAndNeverReleasesALaterHold) {
+  ASSERT_EQ(lock("client-a:1").second, 1);  // hold with token 1
   lock("client-a:1", 1);
-  EXPECT_EQ(unlock("client-a:1", "r1", "1"), 0);
-  EXPECT_EQ(unlock("client-a:1", "r1", "1"), 0);  // the retry: still one hold left
+  EXPECT_EQ(unlock("client-a:1", "1"), 0);
+  EXPECT_EQ(unlock("client-a:1", "1", "1"), 0);  // the retry: still one hold left
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
 
-  EXPECT_EQ(unlock("client-a:1", "r2"), 1);
-  lock("client-b:1");                        // someone else takes it meanwhile
-  EXPECT_EQ(unlock("client-a:1", "r2"), 1);  // a late retry of the last release...
-  EXPECT_EQ(c.command({"HGET", name, "client-b:1"}).str, "1");  // ...leaves b's hold alone
+  EXPECT_EQ(unlock("client-a:1", "0"), 1);  // the last release ran (its reply was lost)...
+  ASSERT_EQ(lock("client-a:1").second, 2);  // ...and the same owner locked again: token 2
+  EXPECT_EQ(unlock("client-a:1", "0", "1"), -1) << "a late retry released the newer hold";
+  EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
+
+  EXPECT_EQ(unlock("client-a:1", "0"), 1);
+  lock("client-b:1");  // someone else takes it meanwhile
+  EXPECT_EQ(unlock("client-a:1", "0", "2"), -1);
+  EXPECT_EQ(c.command({"HGET", name, "client-b:1"}).str, "1");  // b's hold is left alone
 }
 
 TEST_F(LockScriptsTest, OneScriptRenewsManyLeasesAndReportsTheLostOnes) {
@@ -288,7 +297,7 @@ TEST_F(LockScriptsTest, DlockHolderBlocksRedissonAndRedissonScriptsUnderstandIt)
   EXPECT_GT(pttl(), 30000 - ttl_slack_ms);
   EXPECT_EQ(c.eval(foreign_unlock, {name, channel}, {"0", lease_ms, "java-uuid:42"}).is_nil(),
             true);
-  EXPECT_EQ(unlock("client-a:1", "r1"), 1);
+  EXPECT_EQ(unlock("client-a:1"), 1);
   EXPECT_TRUE(c.eval(foreign_lock, {name}, {lease_ms, "java-uuid:42"}).is_nil());
 }
 

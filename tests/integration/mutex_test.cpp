@@ -170,6 +170,32 @@ TEST(Mutex, AReentryThatTimedOutButRanDoesNotKeepTheLockAfterTheLastUnlock) {
   EXPECT_FALSE(m.is_locked()) << "the orphaned re-entry kept the lock";
 }
 
+// A release that times out is retried; if the first try did run and the same thread locked again
+// meanwhile, the retry must not release the new hold (it carries the old hold's fencing token).
+TEST(Mutex, ARetriedReleaseDoesNotReleaseTheSameThreadsNextHold) {
+  redis_server server;
+  client_options o = client_options::from_url(server.url());
+  o.request_timeout = 400ms;
+  client c{o}, sleeper{server.url()};
+  mutex m = c.get_lock(unique_key("m"));
+  m.lock();
+  auto sleep = sleeper.async_command({"DEBUG", "SLEEP", "0.6"});
+  std::this_thread::sleep_for(50ms);  // let DEBUG SLEEP reach the server first
+  const auto released_at = steady_clock::now();
+  m.unlock();  // runs after the sleep, but its reply comes after the 400 ms timeout: retried
+  // Lock again after the release went out and before its retry does (at 400 ms), so the server
+  // runs release, lock, retry in that order once it wakes up.
+  std::this_thread::sleep_until(released_at + 250ms);
+  m.lock();
+  sleep.wait();
+  EXPECT_EQ(m.hold_count(), 1u);
+  const lock_status s = m.status();  // sent after the retry, so it sees the retry's effect
+  ASSERT_EQ(s.holders.size(), 1u) << "the retried release freed the thread's next hold";
+  EXPECT_EQ(s.holders[0].owner, m.owner_id());
+  m.unlock();
+  EXPECT_FALSE(m.is_locked());
+}
+
 // Review finding 2: a re-lock after the lock silently vanished must not pretend to nest.
 TEST(Mutex, ReLockingALockThatVanishedReportsTheOldHoldLost) {
   redis_server server;
