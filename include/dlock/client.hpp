@@ -12,6 +12,7 @@
 // errc::client_stopped. Do not destroy a client from inside one of its own callbacks.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <future>
 #include <initializer_list>
@@ -34,6 +35,19 @@ namespace dlock {
 // Completion of an asynchronous request. On failure `ec` is set and `r` is an error reply whose
 // text describes the failure (for errc::server_error, the server's own message).
 using reply_handler = std::function<void(std::error_code ec, reply r)>;
+
+// What the client's locks have done since it was created; each counter only grows.
+struct lock_metrics {
+  std::uint64_t acquired = 0;         // first holds taken (blocking and asynchronous)
+  std::uint64_t reentered = 0;        // re-entries of a hold this thread had
+  std::uint64_t waited = 0;           // acquisitions that found the lock taken and waited
+  std::uint64_t timed_out = 0;        // acquisitions whose wait ran out
+  std::uint64_t released = 0;         // holds given up by their last unlock / release
+  std::uint64_t lost = 0;             // holds lost (see client_options::on_lock_lost)
+  std::uint64_t renewal_scripts = 0;  // watchdog rounds sent (each renews many leases)
+  std::uint64_t leases_renewed = 0;   // leases the watchdog confirmed renewed
+  std::uint64_t release_retries = 0;  // releases sent again after a lost connection or timeout
+};
 
 class client {
  public:
@@ -95,6 +109,9 @@ class client {
   // A handle to the reentrant lock `name` (see dlock/mutex.hpp). Cheap; sends nothing. Throws
   // dlock::error(errc::invalid_argument) for an empty name, one over 64 KiB, or control bytes.
   mutex get_lock(std::string name);
+
+  // client::lock_metrics(): counters of this client's locks (no I/O; thread-safe).
+  dlock::lock_metrics lock_metrics() const noexcept;
 
   const client_options& options() const noexcept;
 

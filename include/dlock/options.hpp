@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,21 @@ struct tls_options {
   std::string cert_file;    // client certificate (PEM) for servers that demand one
   std::string key_file;     // its private key (PEM)
   std::string server_name;  // SNI and the name to verify; empty: the host
+};
+
+// Why a hold was lost (see client_options::on_lock_lost).
+enum class lock_loss_reason {
+  not_held,        // renewal (or a re-lock) found the lock gone or held by someone else
+  unconfirmed,     // no renewal could be confirmed before the lease would end (Redis unreachable)
+  lease_expired,   // an explicit lease ran out before the holder released it
+  client_stopped,  // the client was destroyed while the hold lasted: nobody renews it any more
+  thread_exited,   // the holding thread ended without unlocking: nobody renews it any more
+};
+
+struct lock_loss {
+  std::string name;   // the lock
+  std::string owner;  // the hold's field: mutex::owner_id() or lock_lease::owner_id()
+  lock_loss_reason reason = lock_loss_reason::not_held;
 };
 
 struct client_options {
@@ -49,6 +65,10 @@ struct client_options {
 
   // The lease of locks taken without an explicit one; renewed every third of it while held.
   std::chrono::milliseconds lock_watchdog_timeout{30000};
+  // Told of every lost hold, after the hold's stop_token was stopped: for logs and alerts. Runs on
+  // the thread that noticed the loss (usually the I/O thread) and must not block or throw
+  // (exceptions are dropped).
+  std::function<void(const lock_loss&)> on_lock_lost;
 
   // Parses one of the URL forms above. Throws dlock::error(errc::invalid_argument) naming what is
   // wrong with the URL (the password is never echoed).

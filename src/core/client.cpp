@@ -154,6 +154,10 @@ void client::async_eval(const script& s, std::span<const std::string_view> keys,
                 std::move(done));
 }
 
+dlock::lock_metrics client::lock_metrics() const noexcept {
+  return impl_->locks->metrics();
+}
+
 mutex client::get_lock(std::string name) {
   locks::validate_lock_name(name);
   return mutex(impl_->locks, std::move(name));

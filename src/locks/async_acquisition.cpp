@@ -130,10 +130,12 @@ class lock_service::async_acquisition
       return;
     }
     if (clock::now() >= deadline_) {
+      ++service_->counters_.timed_out;
       finish({}, {});
       return;
     }
     if (!subscribed_) {
+      ++service_->counters_.waited;
       // Listen for the unlock message. The (re)subscription confirmation wakes every waiter to
       // re-check, which covers an unlock between this attempt and the subscription.
       try {

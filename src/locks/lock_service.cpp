@@ -49,11 +49,6 @@ void notify(Waiter& w) {
   }
 }
 
-void fire(const std::vector<std::shared_ptr<std::stop_source>>& lost) {
-  for (const auto& s : lost)
-    s->request_stop();
-}
-
 }  // namespace
 
 void check_lease(const milliseconds* lease) {
@@ -79,6 +74,7 @@ lock_service::lock_service(asio::io_context& io, topology::topology& servers,
       renew_script_(std::string(scripts::renew_leases)),
       force_script_(std::string(scripts::force_unlock)),
       status_script_(std::string(scripts::lock_status)),
+      on_lock_lost_(options.on_lock_lost),
       scheduler_(make_scheduler(options.lock_watchdog_timeout)),
       timer_(std::in_place, io) {
   core::add_thread_exit_listener(this);
@@ -102,7 +98,7 @@ reply lock_service::call_script(const script& s, const std::string& name,
   return call.wait();
 }
 
-void lock_service::mark_lost(hold& h, std::vector<std::shared_ptr<std::stop_source>>& fired) {
+void lock_service::mark_lost(const hold_key& key, hold& h, lock_loss_reason reason, losses& out) {
   if (h.lost) return;
   h.lost = true;
   if (h.watchdog) {
@@ -110,8 +106,35 @@ void lock_service::mark_lost(hold& h, std::vector<std::shared_ptr<std::stop_sour
     watchdog_owner_.erase(*h.watchdog);
     h.watchdog.reset();
   }
-  fired.push_back(h.stop);
-  ++lost_count_;
+  out.stops.push_back(h.stop);
+  if (on_lock_lost_) out.events.push_back({key.first, owner_field(key.second), reason});
+  ++counters_.lost;
+}
+
+void lock_service::fire(const losses& lost) const noexcept {
+  for (const auto& s : lost.stops)
+    s->request_stop();
+  for (const lock_loss& event : lost.events) {
+    try {
+      on_lock_lost_(event);
+    } catch (...) {
+      // Documented: the callback must not throw; a failing logger must not stop the others.
+    }
+  }
+}
+
+lock_metrics lock_service::metrics() const noexcept {
+  lock_metrics m;
+  m.acquired = counters_.acquired;
+  m.reentered = counters_.reentered;
+  m.waited = counters_.waited;
+  m.timed_out = counters_.timed_out;
+  m.released = counters_.released;
+  m.lost = counters_.lost;
+  m.renewal_scripts = counters_.renewal_scripts;
+  m.leases_renewed = counters_.leases_renewed;
+  m.release_retries = counters_.release_retries;
+  return m;
 }
 
 // --- acquiring ---------------------------------------------------------------------------------
@@ -152,7 +175,7 @@ lock_service::attempt_result lock_service::apply_attempt(const attempt_request& 
   const std::int64_t value = r.elements[1].integer;
   const hold_key key{req.name, req.key};
 
-  std::vector<std::shared_ptr<std::stop_source>> lost;
+  losses lost;
   bool wake_watchdog = false;
   {
     std::lock_guard lock(mutex_);
@@ -161,7 +184,7 @@ lock_service::attempt_result lock_service::apply_attempt(const attempt_request& 
     if (status == 0 || status == 1) {
       // Our server-side hold is gone (taken, or expired and freshly acquired) while we still
       // counted it: that hold is lost, whatever this call does next.
-      if (live) mark_lost(it->second, lost);
+      if (live) mark_lost(key, it->second, lock_loss_reason::not_held, lost);
     }
     if (status != 0) {
       hold& h = holds_[key];
@@ -181,10 +204,12 @@ lock_service::attempt_result lock_service::apply_attempt(const attempt_request& 
           h.lose_at = req.sent_at + req.lease - safety_margin(req.lease);
         }
         wake_watchdog = true;
+        ++counters_.acquired;
       } else if (h.lose_at) {
         // The re-entry re-set the TTL: an explicit lease runs from this request on.
         h.lose_at = req.sent_at + h.lease - safety_margin(h.lease);
       }
+      if (status == 2 && live) ++counters_.reentered;
       h.count = status == 1 ? 1 : static_cast<std::uint64_t>(value);
     }
   }
@@ -208,7 +233,11 @@ bool lock_service::acquire(const std::string& name, const milliseconds* lease,
   const std::uint64_t thread = core::current_thread_key();
   attempt_result first = attempt(name, thread, lease);
   if (first.status != attempt_status::held_by_other) return true;
-  if (clock::now() >= deadline) return false;
+  if (clock::now() >= deadline) {
+    ++counters_.timed_out;
+    return false;
+  }
+  ++counters_.waited;
 
   // Wait: listen on the unlock channel, then retry after every wake-up.
   const std::string channel = unlock_channel(name);
@@ -246,7 +275,10 @@ bool lock_service::acquire(const std::string& name, const milliseconds* lease,
       throw;
     }
     if (r.status != attempt_status::held_by_other) return true;
-    if (clock::now() >= deadline) return false;
+    if (clock::now() >= deadline) {
+      ++counters_.timed_out;
+      return false;
+    }
     ttl_ms = r.ttl_ms;
   }
 }
@@ -362,6 +394,7 @@ std::error_code lock_service::release(const std::string& name, std::uint64_t thr
       h.count = h.lost ? 0 : h.count - 1;
       const std::string remaining = std::to_string(h.count);
       if (h.count == 0) {
+        if (!h.lost) ++counters_.released;
         if (h.watchdog) {
           (void)scheduler_.remove(*h.watchdog);
           watchdog_owner_.erase(*h.watchdog);
@@ -425,6 +458,7 @@ void lock_service::send_release(const std::string& name, std::vector<std::string
     // after this owner's hold ended and a new one began is refused by the token check (see
     // reentrant_unlock.lua). The retry goes ahead of everything not yet written.
     if (ec && is_retryable(ec) && tries_left > 1) {
+      ++self->counters_.release_retries;
       if (token != 0) args.back() = std::to_string(token);
       try {
         self->send_release(name, std::move(keys), std::move(args), token, tries_left - 1, true);
@@ -457,12 +491,12 @@ void lock_service::shutdown(milliseconds limit) {
     std::unique_lock lifetime(lifetime_);
     stopped_ = true;  // nothing new reaches the topology from now on
   }
-  std::vector<std::shared_ptr<std::stop_source>> lost;
+  losses lost;
   {
     // Nobody renews the remaining holds any more: their holders must hear it.
     std::lock_guard lock(mutex_);
     for (auto& [key, h] : holds_)
-      mark_lost(h, lost);
+      mark_lost(key, h, lock_loss_reason::client_stopped, lost);
   }
   {
     // Waiting threads wake, retry, and get errc::client_stopped.
@@ -575,7 +609,7 @@ void lock_service::schedule_tick() {
 }
 
 void lock_service::tick() {
-  std::vector<std::shared_ptr<std::stop_source>> lost;
+  losses lost;
   std::optional<clock::time_point> next;
   {
     std::lock_guard lock(mutex_);
@@ -593,6 +627,7 @@ void lock_service::tick() {
       for (const auto& a : arg_storage)
         args.push_back(a);
       std::weak_ptr<lock_service> weak = weak_from_this();
+      ++counters_.renewal_scripts;
       try {
         with_servers([&](topology::topology& servers) {
           core::eval_on(servers.connection_for(keys.front()), renew_script_, keys, args,
@@ -615,12 +650,15 @@ void lock_service::tick() {
       watchdog_owner_.erase(owner);
       if (it == holds_.end()) continue;
       it->second.watchdog.reset();
-      mark_lost(it->second, lost);
+      mark_lost(it->first, it->second,
+                l.reason == lease::lost_reason::not_held ? lock_loss_reason::not_held
+                                                         : lock_loss_reason::unconfirmed,
+                lost);
     }
     for (auto& [key, h] : holds_) {
       if (!h.lose_at || h.lost) continue;
       if (*h.lose_at <= now) {
-        mark_lost(h, lost);
+        mark_lost(key, h, lock_loss_reason::lease_expired, lost);
       } else if (!next || *h.lose_at < *next) {
         next = h.lose_at;
       }
@@ -649,6 +687,7 @@ void lock_service::on_renewed(const std::vector<lease::renewal>& batch, std::err
       if (answered) {
         outcome = r.elements[i].integer == 1 ? lease::renewal_outcome::renewed
                                              : lease::renewal_outcome::not_held;
+        if (outcome == lease::renewal_outcome::renewed) ++counters_.leases_renewed;
       }
       scheduler_.on_result(batch[i].id, batch[i].sent_at, outcome, now);
     }
@@ -659,7 +698,7 @@ void lock_service::on_renewed(const std::vector<lease::renewal>& batch, std::err
 void lock_service::on_thread_exit(std::uint64_t thread_key) noexcept {
   // A thread that ended cannot unlock: stop renewing its holds and let their leases run out.
   // Copies of their stop tokens (handed to other threads) hear that the holds are gone.
-  std::vector<std::shared_ptr<std::stop_source>> lost;
+  losses lost;
   {
     std::lock_guard lock(mutex_);
     for (auto it = holds_.begin(); it != holds_.end();) {
@@ -667,15 +706,19 @@ void lock_service::on_thread_exit(std::uint64_t thread_key) noexcept {
         ++it;
         continue;
       }
-      mark_lost(it->second, lost);
+      mark_lost(it->first, it->second, lock_loss_reason::thread_exited, lost);
       it = holds_.erase(it);
     }
   }
-  if (lost.empty()) return;
+  if (lost.stops.empty()) return;
   // Stop callbacks are user code; here the thread-exit registry's mutex is held, so they run on
   // the I/O thread instead.
   try {
-    with_servers([&](topology::topology&) { asio::post(io_, [lost] { fire(lost); }); });
+    with_servers([&](topology::topology&) {
+      asio::post(io_, [weak = weak_from_this(), lost] {
+        if (auto self = weak.lock()) self->fire(lost);
+      });
+    });
   } catch (...) {
     // Stopped: shutdown() already reported every hold, so nothing is left to fire.
   }

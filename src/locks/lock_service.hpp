@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "core/identity.hpp"
+#include "dlock/client.hpp"
 #include "dlock/error.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
@@ -90,8 +91,8 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   std::uint64_t fencing_token(const std::string& name, std::uint64_t key) const noexcept;
   std::stop_token stop_token(const std::string& name, std::uint64_t key) const noexcept;
 
-  // Holds lost so far (renewal refused, unconfirmed until the lease end, explicit lease run out).
-  std::uint64_t lost_count() const noexcept { return lost_count_.load(); }
+  // The counters behind client::lock_metrics().
+  lock_metrics metrics() const noexcept;
 
   // The client is stopping: waits up to `limit` for queued releases, then stops the watchdog.
   // Afterwards every call fails with errc::client_stopped (handles may outlive the client).
@@ -162,9 +163,15 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   void send_release(const std::string& name, std::vector<std::string> keys,
                     std::vector<std::string> args, std::uint64_t token, int tries_left,
                     bool urgent);
-  // With mutex_ held: counts the hold as lost, stops renewing it, and queues its stop_source for
-  // the caller to fire after unlocking.
-  void mark_lost(hold& h, std::vector<std::shared_ptr<std::stop_source>>& fired);
+  // Holds found lost under mutex_, told (stop tokens, then on_lock_lost) after it is released.
+  struct losses {
+    std::vector<std::shared_ptr<std::stop_source>> stops;
+    std::vector<lock_loss> events;
+  };
+  // With mutex_ held: counts the hold as lost, stops renewing it, and queues the news for fire().
+  void mark_lost(const hold_key& key, hold& h, lock_loss_reason reason, losses& out);
+  // With no lock held: stops the lost holds' tokens and calls on_lock_lost.
+  void fire(const losses& lost) const noexcept;
 
   void add_waiter(const std::string& channel, waiter* w);
   void remove_waiter(const std::string& channel, waiter* w);
@@ -192,6 +199,7 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   const script renew_script_;
   const script force_script_;
   const script status_script_;
+  const std::function<void(const lock_loss&)> on_lock_lost_;
 
   mutable std::mutex mutex_;
   std::map<hold_key, hold> holds_;
@@ -206,7 +214,11 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   std::vector<subscription> parked_subscriptions_;  // guarded by waiters_mutex_
 
   std::optional<asio::steady_timer> timer_;  // I/O thread only; dropped by shutdown()
-  std::atomic<std::uint64_t> lost_count_{0};
+  struct counters {
+    std::atomic<std::uint64_t> acquired{0}, reentered{0}, waited{0}, timed_out{0}, released{0},
+        lost{0}, renewal_scripts{0}, leases_renewed{0}, release_retries{0};
+  };
+  counters counters_;
 
   // Async acquisitions under way; I/O thread only.
   std::map<async_acquisition*, std::shared_ptr<async_acquisition>> acquisitions_;

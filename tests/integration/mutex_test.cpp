@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <future>
 #include <mutex>
 #include <shared_mutex>
@@ -387,6 +388,94 @@ TEST(Mutex, StatusShowsHoldersTtlTokenAndWaitingClients) {
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::server_error);
   }
+}
+
+TEST(Mutex, MetricsCountAcquisitionsWaitsTimeoutsAndReleases) {
+  redis_server server;
+  client c{server.url()};
+  mutex m = c.get_lock(unique_key("m"));
+  m.lock();
+  m.lock();
+  std::thread([&] { EXPECT_FALSE(m.try_lock_for(50ms)); }).join();
+  m.unlock();
+  m.unlock();
+  const lock_metrics n = c.lock_metrics();
+  EXPECT_EQ(n.acquired, 1u);
+  EXPECT_EQ(n.reentered, 1u);
+  EXPECT_EQ(n.waited, 1u);
+  EXPECT_EQ(n.timed_out, 1u);
+  EXPECT_EQ(n.released, 1u);
+  EXPECT_EQ(n.lost, 0u);
+}
+
+// Collects on_lock_lost events; a test waits for them as events.
+class loss_log {
+ public:
+  std::function<void(const lock_loss&)> callback() {
+    return [this](const lock_loss& l) {
+      std::lock_guard lock(m_);
+      events_.push_back(l);
+      cv_.notify_all();
+    };
+  }
+  std::optional<lock_loss> wait_for(std::size_t index, std::chrono::milliseconds limit) {
+    std::unique_lock lock(m_);
+    if (!cv_.wait_for(lock, limit, [&] { return events_.size() > index; })) return std::nullopt;
+    return events_[index];
+  }
+  std::size_t size() {
+    std::lock_guard lock(m_);
+    return events_.size();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<lock_loss> events_;
+};
+
+TEST(Mutex, EveryLossIsCountedAndReportedWithItsReason) {
+  redis_server server;
+  loss_log log;
+  constexpr auto lease = 600ms;
+  client_options o = fast_watchdog(server, lease);
+  o.on_lock_lost = log.callback();
+  auto c = std::make_unique<client>(o);
+
+  mutex taken = c->get_lock(unique_key("taken"));
+  taken.lock();
+  const std::string owner = taken.owner_id();
+  c->command({"DEL", taken.name()});  // behind the holder's back
+  auto e = log.wait_for(0, lease / 3 + timing_slack);
+  ASSERT_TRUE(e.has_value()) << "no report within a renewal period";
+  EXPECT_EQ(e->name, taken.name());
+  EXPECT_EQ(e->owner, owner);
+  EXPECT_EQ(e->reason, lock_loss_reason::not_held);
+  EXPECT_TRUE(taken.stop_token().stop_requested()) << "the callback came before the stop token";
+  EXPECT_EQ(taken.unlock_checked(), errc::lock_lost);
+
+  mutex expiring = c->get_lock(unique_key("expiring"));
+  expiring.lock(200ms);
+  e = log.wait_for(1, 200ms + timing_slack);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->reason, lock_loss_reason::lease_expired);
+  expiring.unlock();
+
+  mutex abandoned = c->get_lock(unique_key("abandoned"));
+  std::thread([&] { abandoned.lock(); }).join();  // ends without unlocking
+  e = log.wait_for(2, timing_slack);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->reason, lock_loss_reason::thread_exited);
+
+  mutex kept = c->get_lock(unique_key("kept"));
+  kept.lock();
+  EXPECT_EQ(c->lock_metrics().lost, 3u);
+  c.reset();  // nobody renews `kept` any more
+  e = log.wait_for(3, 0ms);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->name, kept.name());
+  EXPECT_EQ(e->reason, lock_loss_reason::client_stopped);
+  EXPECT_EQ(log.size(), 4u);
 }
 
 // Non-atomic read-modify-write under the lock from two clients (two owners) and several threads:
