@@ -39,16 +39,6 @@ bool is_retryable(std::error_code ec) {
          ec == errc::connect_timeout;
 }
 
-// With the waiter's mutex held: wakes a waiting thread, or tells an async waiter's I/O thread.
-template <typename Waiter>
-void notify(Waiter& w) {
-  if (w.notify) {
-    w.notify();
-  } else {
-    w.cv.notify_one();
-  }
-}
-
 }  // namespace
 
 void check_lease(const milliseconds* lease) {
@@ -237,50 +227,7 @@ bool lock_service::acquire(const std::string& name, const milliseconds* lease,
     ++counters_.timed_out;
     return false;
   }
-  ++counters_.waited;
-
-  // Wait: listen on the unlock channel, then retry after every wake-up.
-  const std::string channel = unlock_channel(name);
-  waiter w;
-  add_waiter(channel, &w);
-  struct leave_queue {
-    lock_service* self;
-    const std::string& channel;
-    waiter* w;
-    ~leave_queue() { self->remove_waiter(channel, w); }
-  } leave{this, channel, &w};
-
-  // No re-check right after registering: if this waiter created the channel's entry, the
-  // subscription's confirmation wakes it (covering an unlock before it listened); if the entry
-  // existed, other waiters were queued and an unlock in that window woke one of them.
-  std::int64_t ttl_ms = first.ttl_ms;
-  for (;;) {
-    auto wake_at = deadline;
-    if (ttl_ms >= 0) wake_at = std::min(wake_at, clock::now() + milliseconds(ttl_ms + 1));
-    bool woken = false;
-    {
-      std::unique_lock lock(w.m);
-      woken = w.cv.wait_until(lock, wake_at, [&] { return w.permit; });
-      w.permit = false;
-    }
-    attempt_result r;
-    try {
-      r = attempt(name, thread, lease);
-    } catch (...) {
-      // This attempt used up a wake-up that stands for an unlock: leaving, hand it on.
-      if (woken) {
-        std::lock_guard lock(w.m);
-        w.permit = true;
-      }
-      throw;
-    }
-    if (r.status != attempt_status::held_by_other) return true;
-    if (clock::now() >= deadline) {
-      ++counters_.timed_out;
-      return false;
-    }
-    ttl_ms = r.ttl_ms;
-  }
+  return wait_for_lock(name, thread, lease, deadline, first.ttl_ms);
 }
 
 // --- waiting -----------------------------------------------------------------------------------
@@ -343,7 +290,7 @@ void lock_service::give_permit(channel_waiters& waiters) {
     std::lock_guard wl(w->m);
     if (w->permit) continue;
     w->permit = true;
-    notify(*w);
+    w->notify();
     return;
   }
 }
@@ -367,7 +314,7 @@ void lock_service::wake_all(channel_waiters& waiters) {
   for (waiter* w : waiters.queue) {
     std::lock_guard wl(w->m);
     w->permit = true;
-    notify(*w);
+    w->notify();
   }
 }
 
@@ -498,17 +445,11 @@ void lock_service::shutdown(milliseconds limit) {
     for (auto& [key, h] : holds_)
       mark_lost(key, h, lock_loss_reason::client_stopped, lost);
   }
-  {
-    // Waiting threads wake, retry, and get errc::client_stopped.
-    std::lock_guard lock(waiters_mutex_);
-    for (auto& [channel, waiters] : waiters_)
-      wake_all(waiters);
-  }
   // The timer belongs to the I/O thread: drop it there, so that handles that outlive the client
   // never touch the destroyed io_context.
   std::promise<void> dropped;
   asio::post(io_, [this, &dropped] {
-    finish_async_acquisitions();  // their handlers get client_stopped
+    finish_acquisitions();  // waiting callers and async handlers get client_stopped
     timer_.reset();
     dropped.set_value();
   });

@@ -110,11 +110,10 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   };
   using hold_key = std::pair<std::string, std::uint64_t>;  // (name, thread key)
 
-  // A thread or an async acquisition waiting for a lock; woken by a permit. `notify` (async
-  // waiters) runs with waiters_mutex_ and `m` held, and must only post to the I/O thread.
+  // An acquisition waiting for a lock; woken by a permit. `notify` runs with waiters_mutex_ and
+  // `m` held, and only posts to the I/O thread.
   struct waiter {
     std::mutex m;
-    std::condition_variable cv;
     bool permit = false;
     std::function<void()> notify;
   };
@@ -137,7 +136,7 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
     std::string field, fence, lease_arg, known_arg;
     clock::time_point sent_at;
   };
-  class async_acquisition;
+  class acquisition;
 
   // Runs `use(servers_)` unless shutdown() has run (then throws errc::client_stopped).
   template <typename F>
@@ -150,7 +149,13 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   attempt_result apply_attempt(const attempt_request& req, const reply& r);
   // The lease object for owner `key`'s fresh hold of `name`.
   lock_lease make_lease(const std::string& name, std::uint64_t key);
-  void finish_async_acquisitions();
+  // Finishes every acquisition with client_stopped (shutdown, on the I/O thread).
+  void finish_acquisitions();
+  // The calling thread's attempt found `name` held (`ttl_ms` left): waits for it on the I/O
+  // thread's acquisition machine. Returns whether `key` holds it; throws as acquire().
+  bool wait_for_lock(const std::string& name, std::uint64_t key,
+                     const std::chrono::milliseconds* lease, clock::time_point deadline,
+                     std::int64_t ttl_ms);
   reply call_script(const script& s, const std::string& name,
                     std::span<const std::string_view> keys, std::span<const std::string_view> args);
   reply call_command(const std::string& name, std::span<const std::string_view> args);
@@ -220,8 +225,8 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   };
   counters counters_;
 
-  // Async acquisitions under way; I/O thread only.
-  std::map<async_acquisition*, std::shared_ptr<async_acquisition>> acquisitions_;
+  // Acquisitions waiting or attempting on the I/O thread; I/O thread only.
+  std::map<acquisition*, std::shared_ptr<acquisition>> acquisitions_;
 
   std::mutex releases_mutex_;
   std::condition_variable releases_cv_;

@@ -1,7 +1,10 @@
-// Asynchronous acquisition: the same attempts and the same waiter queue as a blocking lock(), with
-// the waiting done by callbacks on the I/O thread instead of a sleeping caller.
+// Waiting for a lock, for blocking and asynchronous acquisitions alike: a small state machine on
+// the I/O thread. A blocking lock() makes its first attempt on the calling thread (no thread
+// hand-off when the lock is free) and, if the lock is taken, sleeps until the machine is done; an
+// async acquisition runs everything here. Driving the retries from the I/O thread means that an
+// unlock message turns into the next attempt without waking any other thread first.
 //
-// An acquisition is a small state machine confined to the I/O thread once started:
+// The machine, confined to the I/O thread once started:
 //   attempt in flight --reply: acquired--> done (lease)
 //                     --reply: held------> waiting (subscribed; timer at min(deadline, holder TTL))
 //   waiting --permit (unlock message) or timer--> attempt in flight
@@ -20,34 +23,47 @@ namespace dlock::locks {
 
 using std::chrono::milliseconds;
 
-class lock_service::async_acquisition
-    : public std::enable_shared_from_this<lock_service::async_acquisition> {
+namespace {
+// The detail of a dlock::error, without the code's message that what() starts with.
+std::string detail_of(const error& e) {
+  const std::string what = e.what();
+  const std::string prefix = e.code().message() + ": ";
+  if (what.compare(0, prefix.size(), prefix) == 0) return what.substr(prefix.size());
+  return what == e.code().message() ? std::string() : what;
+}
+}  // namespace
+
+class lock_service::acquisition : public std::enable_shared_from_this<lock_service::acquisition> {
  public:
-  async_acquisition(std::shared_ptr<lock_service> service, std::string name,
-                    std::optional<milliseconds> lease, clock::time_point deadline,
-                    std::stop_token cancel, lease_handler done)
+  // `done` runs once, on the I/O thread (or on the caller of start_waiting()/start() when the
+  // client is stopped): an error with its detail, or whether `key` now holds the lock.
+  using completion = std::function<void(std::error_code ec, const std::string& detail, bool held)>;
+
+  // `release_orphans`: whether `key` is used once only (a lease), so that an attempt whose reply
+  // was lost must release what it may have taken.
+  acquisition(std::shared_ptr<lock_service> service, std::string name, std::uint64_t key,
+              bool release_orphans, std::optional<milliseconds> lease, clock::time_point deadline,
+              std::stop_token cancel, completion done)
       : service_(std::move(service)),
         name_(std::move(name)),
         channel_(unlock_channel(name_)),
-        key_(core::new_owner_key()),
+        key_(key),
+        release_orphans_(release_orphans),
         lease_(lease),
         deadline_(deadline),
         cancel_(std::move(cancel)),
         done_(std::move(done)) {}
 
-  // On the I/O thread.
+  // On the I/O thread: begins with an attempt.
   void start() {
-    service_->acquisitions_[this] = shared_from_this();
-    if (cancel_.stop_possible()) {
-      cancel_callback_.emplace(cancel_, [weak = weak_from_this(), &io = service_->io_] {
-        // Only posts: the I/O thread owns the state. Deregistered by finish() before the client
-        // (and its io_context) can go away.
-        asio::post(io, [weak] {
-          if (auto self = weak.lock()) self->on_cancel();
-        });
-      });
-    }
+    if (!begin()) return;
     try_once();
+  }
+
+  // On the I/O thread: the caller's own attempt found the lock held, with `ttl_ms` left.
+  void start_waiting(std::int64_t ttl_ms) {
+    if (!begin()) return;
+    on_held(ttl_ms);
   }
 
   // Before start(): the unlock-message notification posts a retry to the I/O thread.
@@ -60,11 +76,30 @@ class lock_service::async_acquisition
   }
 
   // On the I/O thread: the client is stopping.
-  void stop() { finish(make_error_code(errc::client_stopped), {}); }
+  void stop() { finish(make_error_code(errc::client_stopped), "the client was destroyed"); }
 
-  void complete_with(std::error_code ec) { done_(ec, {}); }
+  // Not started because the client is stopped: on the calling thread.
+  void refuse(const error& e) { done_(e.code(), detail_of(e), false); }
 
  private:
+  bool begin() {
+    service_->acquisitions_[this] = shared_from_this();
+    if (cancel_.stop_possible()) {
+      cancel_callback_.emplace(cancel_, [weak = weak_from_this(), &io = service_->io_] {
+        // Only posts: the I/O thread owns the state. Deregistered by finish() before the client
+        // (and its io_context) can go away.
+        asio::post(io, [weak] {
+          if (auto self = weak.lock()) self->on_cancel();
+        });
+      });
+    }
+    if (cancel_.stop_requested()) {
+      finish(make_error_code(errc::cancelled), {});
+      return false;
+    }
+    return true;
+  }
+
   void try_once() {
     if (finished_ || in_flight_) return;
     if (cancel_.stop_requested()) {
@@ -94,7 +129,7 @@ class lock_service::async_acquisition
     } catch (const error& e) {
       in_flight_ = false;
       give_back_wake_up();
-      finish(e.code(), {});
+      finish(e.code(), detail_of(e));
     }
   }
 
@@ -105,10 +140,13 @@ class lock_service::async_acquisition
       return;
     }
     if (ec) {
-      // The script may have run: undo a hold nobody will ever release (a no-op if it did not).
-      if (ec != errc::server_error) service_->release_orphan(name_, key_);
+      // The script may have run: a lease key's orphan is undone now (nobody would ever release
+      // it); a thread's is taken over by that thread's next acquisition (see the lock script).
+      if (ec != errc::server_error && release_orphans_) {
+        service_->release_orphan(name_, key_);
+      }
       give_back_wake_up();
-      finish(ec, {});
+      finish(ec, r.str);
       return;
     }
     attempt_result result;
@@ -116,22 +154,25 @@ class lock_service::async_acquisition
       result = service_->apply_attempt(req, r);
     } catch (const error& e) {
       give_back_wake_up();
-      finish(e.code(), {});
+      finish(e.code(), detail_of(e));
       return;
     }
     if (result.status != attempt_status::held_by_other) {
-      lock_lease lease = service_->make_lease(name_, key_);
       if (cancel_.stop_requested()) {
-        (void)lease.release();
+        (void)service_->release(name_, key_);
         finish(make_error_code(errc::cancelled), {});
       } else {
-        finish({}, std::move(lease));
+        finish({}, {}, true);
       }
       return;
     }
+    on_held(result.ttl_ms);
+  }
+
+  void on_held(std::int64_t ttl_ms) {
     if (clock::now() >= deadline_) {
       ++service_->counters_.timed_out;
-      finish({}, {});
+      finish({}, {}, false);
       return;
     }
     if (!subscribed_) {
@@ -141,12 +182,12 @@ class lock_service::async_acquisition
       try {
         service_->add_waiter(channel_, &waiter_);
       } catch (const error& e) {
-        finish(e.code(), {});
+        finish(e.code(), detail_of(e));
         return;
       }
       subscribed_ = true;
     }
-    wait(result.ttl_ms);
+    wait(ttl_ms);
   }
 
   void wait(std::int64_t ttl_ms) {
@@ -187,7 +228,7 @@ class lock_service::async_acquisition
     waiter_.permit = true;
   }
 
-  void finish(std::error_code ec, lock_lease lease) {
+  void finish(std::error_code ec, const std::string& detail, bool held = false) {
     if (finished_) return;
     finished_ = true;
     const auto keep_alive = shared_from_this();
@@ -196,21 +237,18 @@ class lock_service::async_acquisition
     timer_.reset();
     if (subscribed_) service_->remove_waiter(channel_, &waiter_);
     service_->acquisitions_.erase(this);
-    try {
-      done_(ec, std::move(lease));
-    } catch (...) {
-      // The caller's handler failed; the lease it was given (if it kept none) is released.
-    }
+    done_(ec, detail, held);  // must not throw (the wrappers below catch)
   }
 
   const std::shared_ptr<lock_service> service_;
   const std::string name_;
   const std::string channel_;
   const std::uint64_t key_;
+  const bool release_orphans_;
   const std::optional<milliseconds> lease_;
   const clock::time_point deadline_;
   const std::stop_token cancel_;
-  lease_handler done_;
+  completion done_;
 
   waiter waiter_;
   std::optional<asio::steady_timer> timer_;
@@ -225,32 +263,75 @@ class lock_service::async_acquisition
 void lock_service::async_acquire(const std::string& name, const acquire_options& options,
                                  lease_handler done) {
   if (!done) throw error(errc::invalid_argument, "an asynchronous acquisition needs a handler");
-  const milliseconds* lease = options.lease ? &*options.lease : nullptr;
-  check_lease(lease);
+  check_lease(options.lease ? &*options.lease : nullptr);
   auto deadline = clock::time_point::max();
   if (options.wait) {
     // Waits longer than a century are "forever" (and cannot overflow the deadline).
     constexpr auto cap = std::chrono::hours(24 * 365 * 100);
     if (*options.wait < cap) deadline = clock::now() + *options.wait;
   }
-  auto acquisition = std::make_shared<async_acquisition>(shared_from_this(), name, options.lease,
-                                                         deadline, options.cancel, std::move(done));
-  acquisition->waiter_notify_ready();
+  const std::uint64_t key = core::new_owner_key();
+  auto on_done = [weak = weak_from_this(), name, key, done = std::move(done)](
+                     std::error_code ec, const std::string&, bool held) {
+    lock_lease lease;
+    if (!ec && held) {
+      if (auto self = weak.lock()) lease = self->make_lease(name, key);
+    }
+    try {
+      done(ec, std::move(lease));
+    } catch (...) {
+      // The caller's handler failed; a lease it did not keep is released by its destructor.
+    }
+  };
+  auto machine = std::make_shared<acquisition>(shared_from_this(), name, key, true, options.lease,
+                                               deadline, options.cancel, std::move(on_done));
+  machine->waiter_notify_ready();
   try {
-    with_servers(
-        [&](topology::topology&) { asio::post(io_, [acquisition] { acquisition->start(); }); });
+    with_servers([&](topology::topology&) { asio::post(io_, [machine] { machine->start(); }); });
   } catch (const error& e) {
-    acquisition->complete_with(e.code());  // stopped: on the calling thread, as documented
+    machine->refuse(e);  // stopped: on the calling thread, as documented
   }
 }
 
-void lock_service::finish_async_acquisitions() {
+bool lock_service::wait_for_lock(const std::string& name, std::uint64_t key,
+                                 const milliseconds* lease, clock::time_point deadline,
+                                 std::int64_t ttl_ms) {
+  // The completion notifies while holding the mutex, so this frame outlives its last use.
+  struct outcome {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    std::error_code ec;
+    std::string detail;
+    bool held = false;
+  } out;
+  auto machine = std::make_shared<acquisition>(
+      shared_from_this(), name, key, false, lease ? std::optional(*lease) : std::nullopt, deadline,
+      std::stop_token{}, [&out](std::error_code ec, const std::string& detail, bool held) {
+        std::lock_guard lock(out.m);
+        out.ec = ec;
+        out.detail = detail;
+        out.held = held;
+        out.done = true;
+        out.cv.notify_one();
+      });
+  machine->waiter_notify_ready();
+  with_servers([&](topology::topology&) {
+    asio::post(io_, [machine, ttl_ms] { machine->start_waiting(ttl_ms); });
+  });
+  std::unique_lock lock(out.m);
+  out.cv.wait(lock, [&] { return out.done; });
+  if (out.ec) throw error(out.ec, out.detail);
+  return out.held;
+}
+
+void lock_service::finish_acquisitions() {
   // Copied: finishing erases from the map.
-  std::vector<std::shared_ptr<async_acquisition>> all;
-  for (const auto& [raw, acquisition] : acquisitions_)
-    all.push_back(acquisition);
-  for (const auto& acquisition : all)
-    acquisition->stop();
+  std::vector<std::shared_ptr<acquisition>> all;
+  for (const auto& [raw, machine] : acquisitions_)
+    all.push_back(machine);
+  for (const auto& machine : all)
+    machine->stop();
 }
 
 lock_lease lock_service::make_lease(const std::string& name, std::uint64_t key) {
