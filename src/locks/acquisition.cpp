@@ -57,6 +57,12 @@ class lock_service::acquisition : public std::enable_shared_from_this<lock_servi
   // On the I/O thread: begins with an attempt.
   void start() {
     if (!begin()) return;
+    if (clock::now() < deadline_) {
+      if (const auto ttl = service_->queued_ttl(channel_)) {
+        on_held(*ttl);  // behind this client's earlier waiters
+        return;
+      }
+    }
     try_once();
   }
 
@@ -187,6 +193,7 @@ class lock_service::acquisition : public std::enable_shared_from_this<lock_servi
       }
       subscribed_ = true;
     }
+    service_->note_holder_ttl(channel_, ttl_ms);
     wait(ttl_ms);
   }
 

@@ -221,6 +221,11 @@ bool lock_service::acquire(const std::string& name, const milliseconds* lease,
                            clock::time_point deadline) {
   check_lease(lease);
   const std::uint64_t thread = core::current_thread_key();
+  if (deadline > clock::now() && hold_count(name, thread) == 0) {
+    if (const auto ttl = queued_ttl(unlock_channel(name))) {
+      return wait_for_lock(name, thread, lease, deadline, *ttl);
+    }
+  }
   attempt_result first = attempt(name, thread, lease);
   if (first.status != attempt_status::held_by_other) return true;
   if (clock::now() >= deadline) {
@@ -255,6 +260,24 @@ void lock_service::add_waiter(const std::string& channel, waiter* w) {
     waiters_.erase(it);
     throw;
   }
+}
+
+void lock_service::note_holder_ttl(const std::string& channel, std::int64_t ttl_ms) {
+  std::lock_guard lock(waiters_mutex_);
+  const auto it = waiters_.find(channel);
+  if (it == waiters_.end()) return;
+  it->second.holder_lease_end =
+      ttl_ms >= 0 ? std::optional(clock::now() + milliseconds(ttl_ms)) : std::nullopt;
+}
+
+std::optional<std::int64_t> lock_service::queued_ttl(const std::string& channel) {
+  std::lock_guard lock(waiters_mutex_);
+  const auto it = waiters_.find(channel);
+  if (it == waiters_.end() || it->second.queue.empty()) return std::nullopt;
+  const auto& end = it->second.holder_lease_end;
+  if (!end) return -1;
+  const auto left = std::chrono::ceil<milliseconds>(*end - clock::now());
+  return std::max<std::int64_t>(left.count(), 0);
 }
 
 void lock_service::remove_waiter(const std::string& channel, waiter* w) {

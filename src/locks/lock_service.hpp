@@ -120,6 +120,8 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   struct channel_waiters {
     subscription sub;
     std::deque<waiter*> queue;
+    // When the holder's lease ends, as the latest failed attempt saw it (nullopt: no TTL).
+    std::optional<clock::time_point> holder_lease_end;
   };
 
   enum class attempt_status { acquired, reentered, held_by_other };
@@ -179,6 +181,12 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   void fire(const losses& lost) const noexcept;
 
   void add_waiter(const std::string& channel, waiter* w);
+  // Records the holder's remaining lease seen by a waiter's failed attempt.
+  void note_holder_ttl(const std::string& channel, std::int64_t ttl_ms);
+  // If this client already has waiters for `channel`, the holder's remaining lease as they last
+  // saw it (-1: none): a new acquisition queues behind them instead of making an attempt that
+  // would fail (first come, first served among this client's waiters).
+  std::optional<std::int64_t> queued_ttl(const std::string& channel);
   void remove_waiter(const std::string& channel, waiter* w);
   void on_unlock_message(const std::string& channel);
   void on_subscribed(const std::string& channel);

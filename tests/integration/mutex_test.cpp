@@ -343,6 +343,15 @@ TEST(Mutex, ForceUnlockWakesWaiters) {
   EXPECT_TRUE(acquired.get());
 }
 
+// Whether `m`'s unlock channel gets `n` subscribers within a few seconds (bounded poll: no event).
+bool eventually_subscribed(mutex& m, std::uint64_t n) {
+  for (const auto until = steady_clock::now() + 5s; steady_clock::now() < until;) {
+    if (m.status().subscribers == n) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
 TEST(Mutex, StatusShowsHoldersTtlTokenAndWaitingClients) {
   redis_server server;
   client holder{server.url()}, waiter{server.url()};
@@ -476,6 +485,53 @@ TEST(Mutex, EveryLossIsCountedAndReportedWithItsReason) {
   EXPECT_EQ(e->name, kept.name());
   EXPECT_EQ(e->reason, lock_loss_reason::client_stopped);
   EXPECT_EQ(log.size(), 4u);
+}
+
+// Calls of one command in INFO commandstats (0 when it never ran).
+std::int64_t command_calls(client& c, const std::string& command) {
+  const std::string info = c.command({"INFO", "commandstats"}).str;
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  const auto at = info.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+}
+
+// A thread that asks while this client's other threads already wait queues behind them: it
+// sends no attempt that would fail, and it gets the lock after them.
+TEST(Mutex, ALaterWaiterQueuesBehindEarlierOnesWithoutAnAttempt) {
+  redis_server server;
+  client holder{server.url()}, waiters{server.url()}, admin{server.url()};
+  const std::string name = unique_key("m");
+  mutex held = holder.get_lock(name);
+  held.lock();
+  std::mutex order_mutex;
+  std::vector<int> order;
+  auto waiter = [&](int id) {
+    return std::async(std::launch::async, [&, id] {
+      mutex m = waiters.get_lock(name);
+      m.lock();
+      {
+        std::lock_guard lock(order_mutex);
+        order.push_back(id);
+      }
+      m.unlock();
+    });
+  };
+  auto first = waiter(1);
+  ASSERT_TRUE(eventually_subscribed(held, 1));
+  admin.command({"CONFIG", "RESETSTAT"});
+  auto second = waiter(2);
+  // The second waiter joined the queue when metrics say it waited.
+  for (const auto until = steady_clock::now() + 5s;
+       waiters.lock_metrics().waited < 2 && steady_clock::now() < until;) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(waiters.lock_metrics().waited, 2u);
+  // The lock script asks PTTL only on a failed attempt: none since the first waiter queued.
+  EXPECT_EQ(command_calls(admin, "pttl"), 0);
+  held.unlock();
+  first.get();
+  second.get();
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
 }
 
 // Non-atomic read-modify-write under the lock from two clients (two owners) and several threads:
