@@ -187,16 +187,22 @@ lock_service::attempt_result lock_service::apply_attempt(const attempt_request& 
         h = hold{};
         h.token = token;
         h.lease = req.lease;
+        std::optional<clock::time_point> due;
         if (req.watchdog) {
           h.watchdog = scheduler_.add({req.name, req.field}, req.sent_at);
           watchdog_owner_[*h.watchdog] = key;
+          due = scheduler_.next_wakeup();
         } else {
           h.lose_at = req.sent_at + req.lease - safety_margin(req.lease);
+          due = h.lose_at;
         }
-        wake_watchdog = true;
+        // The timer is re-armed only if this hold needs it sooner: one tick per acquisition
+        // would cost the I/O thread a pass over every hold.
+        wake_watchdog = !timer_at_ || (due && *due < *timer_at_);
         ++counters_.acquired;
       } else if (h.lose_at) {
-        // The re-entry re-set the TTL: an explicit lease runs from this request on.
+        // The re-entry re-set the TTL: an explicit lease runs from this request on (later than
+        // before, so the armed timer is early, never late).
         h.lose_at = req.sent_at + h.lease - safety_margin(h.lease);
       }
       if (status == 2 && live) ++counters_.reentered;
@@ -628,6 +634,7 @@ void lock_service::tick() {
       }
     }
     if (const auto w = scheduler_.next_wakeup(); w && (!next || *w < *next)) next = w;
+    timer_at_ = timer_ ? next : std::nullopt;
   }
   // Outside the mutex: stop callbacks are user code.
   fire(lost);

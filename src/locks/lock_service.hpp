@@ -218,6 +218,8 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   std::map<hold_key, hold> holds_;
   lease::lease_scheduler scheduler_;
   std::map<lease::lease_id, hold_key> watchdog_owner_;
+  // When the watchdog timer is armed to fire (nullopt: not armed); set by tick().
+  std::optional<clock::time_point> timer_at_;
 
   std::shared_mutex lifetime_;
   bool stopped_ = false;  // guarded by lifetime_
