@@ -1,10 +1,13 @@
 // src/core/sync_call.hpp
 //
-// Blocks a caller until its request completes. The completion notifies while holding the mutex,
-// so the waiter cannot return (and destroy this object) before the completion is done with it.
+// Blocks a caller until its request completes. The completion notifies after releasing the
+// mutex: notifying while holding it would wake the caller only to block it again on that mutex
+// (one more futex round trip and context switch per call). The state is shared with the
+// completion, so the caller may return and drop its share while the completion still notifies.
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 
 #include "dlock/error.hpp"
@@ -15,29 +18,34 @@ namespace dlock::core {
 class sync_call {
  public:
   net::completion handler() {
-    return [this](std::error_code ec, reply r) {
-      std::lock_guard lock(mutex_);
-      ec_ = ec;
-      result_ = std::move(r);
-      done_ = true;
-      cv_.notify_one();
+    return [state = state_](std::error_code ec, reply r) {
+      {
+        std::lock_guard lock(state->mutex);
+        state->ec = ec;
+        state->result = std::move(r);
+        state->done = true;
+      }
+      state->cv.notify_one();
     };
   }
 
   // The reply; throws dlock::error with the failure's code and detail.
   reply wait() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [this] { return done_; });
-    if (ec_) throw error(ec_, result_.str);
-    return std::move(result_);
+    std::unique_lock lock(state_->mutex);
+    state_->cv.wait(lock, [this] { return state_->done; });
+    if (state_->ec) throw error(state_->ec, state_->result.str);
+    return std::move(state_->result);
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::error_code ec_;
-  reply result_;
+  struct state {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+    std::error_code ec;
+    reply result;
+  };
+  std::shared_ptr<state> state_ = std::make_shared<state>();
 };
 
 }  // namespace dlock::core
