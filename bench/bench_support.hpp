@@ -1,17 +1,18 @@
 // bench/bench_support.hpp
 //
-// What every benchmark here prints about the machine and the server it ran on.
+// What every benchmark here prints about the machine and the server it ran on, and the checks of
+// their command-line options.
 #pragma once
 
-#include <charconv>
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <optional>
+#include <sstream>
 #include <string>
-#include <string_view>
 #include <thread>
 
 namespace dlock::bench {
@@ -67,26 +68,40 @@ inline void print_idle(const char* prefix, const char* when) {
       idle < 0.9 ? " -- other load on the machine skews the figures; rerun when quiet" : "");
 }
 
-// Option values. nullopt when `text` is not entirely a number in [min, max]; the caller words the
-// usage error, since only it knows the program and the option.
-template <typename Int>
-std::optional<Int> parse_whole(std::string_view text, Int min, Int max) {
-  Int value{};
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || ptr != text.data() + text.size() || value < min || value > max) {
-    return std::nullopt;
-  }
-  return value;
+// --- command-line checks, beside CLI::Range ------------------------------------------------------
+
+// A transform for whole-number options, added before their CLI::Range: lets through only an
+// optional '-' and decimal digits, and strips leading zeros. CLI11 reads integers with base 0, so
+// without it "010" would be 8 and "0x10" 16.
+inline CLI::Validator decimal_whole_number() {
+  return CLI::Validator(
+      [](std::string& text) {
+        const std::size_t sign = !text.empty() && text[0] == '-' ? 1 : 0;
+        if (text.size() == sign || text.find_first_not_of("0123456789", sign) != std::string::npos)
+          return "wants a whole number, not '" + text + "'";
+        const std::size_t first = std::min(text.find_first_not_of('0', sign), text.size() - 1);
+        text.erase(sign, first - sign);
+        return std::string();
+      },
+      "");
 }
 
-inline std::optional<double> parse_number(std::string_view text, double min, double max) {
-  const std::string copy(text);
-  char* end = nullptr;
-  const double value = std::strtod(copy.c_str(), &end);
-  if (copy.empty() || end != copy.c_str() + copy.size() || !(value >= min && value <= max)) {
-    return std::nullopt;
-  }
-  return value;
+// A number from `min` to `max`, as strtod reads it; shown in --help like CLI::Range, which would
+// let NaN through.
+inline CLI::Validator number_range(double min, double max) {
+  std::ostringstream shown_min, shown_max;
+  shown_min << min;
+  shown_max << max;
+  const std::string range = shown_min.str() + " to " + shown_max.str();
+  return CLI::Validator(
+      [min, max, range](std::string& text) {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size() || !(value >= min && value <= max))
+          return "wants a number from " + range + ", not '" + text + "'";
+        return std::string();
+      },
+      "FLOAT in [" + shown_min.str() + " - " + shown_max.str() + "]");
 }
 
 }  // namespace dlock::bench

@@ -45,6 +45,8 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "bench_support.hpp"
 #include "dlock/client.hpp"
 #include "redis_process.hpp"
@@ -70,83 +72,64 @@ struct bench_options {
   std::string cpus;  // CPU list to pin everything to, such as "0" or "0-1"; empty: not pinned
 };
 
-void print_usage(std::FILE* out) {
-  std::fputs(
-      "usage: dlock_bench_client [options]\n"
-      "  --redis URL            use this server instead of a private redis-server\n"
-      "                         (redis:// or unix://; redis-benchmark is pointed at it too)\n"
-      "  --requests N           requests per measured run, both sides (default: sized to\n"
-      "                         --seconds by the warm-up)\n"
-      "  --seconds S            target length of one measured run (default 2.5)\n"
-      "  --repeat R             measured runs per case and side; median reported (default 3)\n"
-      "  --threads T            threads of the multi-threaded sync case (default 8)\n"
-      "  --window W             requests in flight in the async case (default 128)\n"
-      "  --key K                key to INCR (default counter:__rand_int__, as redis-benchmark)\n"
-      "  --redis-benchmark PATH redis-benchmark binary (default: found through PATH)\n"
-      "  --only CASE            run one case: sync-1, sync-n or async\n"
-      "  --cpus LIST            pin the client, the private server and redis-benchmark to\n"
-      "                         these CPUs, such as 0 or 0-1 or 0,1 (default: not pinned)\n"
-      "  --help\n",
-      out);
-}
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "dlock_bench_client: %s\n", message.c_str());
-  print_usage(stderr);
-  std::exit(2);
-}
-
-std::uint64_t parse_count(std::string_view name, std::string_view text, std::uint64_t min,
-                          std::uint64_t max) {
-  const auto value = dlock::bench::parse_whole(text, min, max);
-  if (!value) {
-    usage_error(std::string(name) + " wants a whole number from " + std::to_string(min) + " to " +
-                std::to_string(max) + ", not '" + std::string(text) + "'");
+// Reads the command line into `o`. Returns an exit code when the program is to stop: 0 after
+// --help, 2 after a usage error (CLI11 has printed the message).
+std::optional<int> parse_args(int argc, char** argv, bench_options& o) {
+  using dlock::bench::decimal_whole_number;
+  CLI::App app{
+      "dlock_bench_client: INCR commands per second through one dlock::client, each figure\n"
+      "beside redis-benchmark on the same server in the same run. Cases: sync-1 (one thread),\n"
+      "sync-n (--threads threads sharing the client), async (--window requests in flight)",
+      "dlock_bench_client"};
+  app.get_formatter()->column_width(40);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--redis", o.redis_url,
+                 "Use this server instead of a private redis-server\n"
+                 "(redis:// or unix://; redis-benchmark is pointed at it too)")
+      ->type_name("URL");
+  app.add_option("--requests", o.requests,
+                 "Requests per measured run, both sides\n"
+                 "(default: sized to --seconds by the warm-up)")
+      ->type_name("N")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(std::uint64_t{1000}, std::uint64_t{1'000'000'000}));
+  app.add_option("--seconds", o.seconds, "Target length of one measured run (default 2.5)")
+      ->type_name("S")
+      ->check(dlock::bench::number_range(0.1, 600));
+  app.add_option("--repeat", o.repeat,
+                 "Measured runs per case and side; median reported (default 3)")
+      ->type_name("R")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(1, 100));
+  app.add_option("--threads", o.threads, "Threads of the multi-threaded sync case (default 8)")
+      ->type_name("T")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--window", o.window, "Requests in flight in the async case (default 128)")
+      ->type_name("W")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_option("--key", o.key, "Key to INCR\n(default counter:__rand_int__, as redis-benchmark)")
+      ->type_name("K")
+      ->check([](const std::string& key) {
+        return key.empty() ? std::string("wants a non-empty key") : std::string();
+      });
+  app.add_option("--redis-benchmark", o.redis_benchmark,
+                 "redis-benchmark binary (default: found through PATH)")
+      ->type_name("PATH");
+  app.add_option("--only", o.only, "Run one case: sync-1, sync-n or async")
+      ->type_name("CASE")
+      ->check(CLI::IsMember({"sync-1", "sync-n", "async"}));
+  app.add_option("--cpus", o.cpus,
+                 "Pin the client, the private server and redis-benchmark to\n"
+                 "these CPUs, such as 0 or 0-1 or 0,1 (default: not pinned)")
+      ->type_name("LIST");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  return *value;
-}
-
-bench_options parse_args(int argc, char** argv) {
-  bench_options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      print_usage(stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) usage_error("unknown option or missing value: " + std::string(arg));
-    const std::string_view value = argv[++i];
-    if (arg == "--redis") {
-      o.redis_url = value;
-    } else if (arg == "--requests") {
-      o.requests = parse_count(arg, value, 1000, 1'000'000'000);
-    } else if (arg == "--seconds") {
-      const auto s = dlock::bench::parse_number(value, 0.1, 600);
-      if (!s)
-        usage_error("--seconds wants a number from 0.1 to 600, not '" + std::string(value) + "'");
-      o.seconds = *s;
-    } else if (arg == "--repeat") {
-      o.repeat = static_cast<int>(parse_count(arg, value, 1, 100));
-    } else if (arg == "--threads") {
-      o.threads = static_cast<int>(parse_count(arg, value, 1, 1024));
-    } else if (arg == "--window") {
-      o.window = static_cast<int>(parse_count(arg, value, 1, 1'000'000));
-    } else if (arg == "--key") {
-      if (value.empty()) usage_error("--key wants a non-empty key");
-      o.key = value;
-    } else if (arg == "--only") {
-      if (value != "sync-1" && value != "sync-n" && value != "async")
-        usage_error("--only wants sync-1, sync-n or async");
-      o.only = value;
-    } else if (arg == "--cpus") {
-      o.cpus = value;
-    } else if (arg == "--redis-benchmark") {
-      o.redis_benchmark = value;
-    } else {
-      usage_error("unknown option: " + std::string(arg));
-    }
-  }
-  return o;
+  return std::nullopt;
 }
 
 // Pins the calling thread, and so every thread and child process made after it, to `list`
@@ -470,7 +453,9 @@ void print_results(const std::vector<bench_case>& cases) {
 }
 
 int run(int argc, char** argv) {
-  const bench_options o = parse_args(argc, argv);
+  bench_options parsed;
+  if (const std::optional<int> exit_code = parse_args(argc, argv, parsed)) return *exit_code;
+  const bench_options o = std::move(parsed);
   // Before any thread or child exists, so that all of them inherit it.
   if (!o.cpus.empty()) pin_to_cpus(o.cpus);
 
@@ -488,9 +473,17 @@ int run(int argc, char** argv) {
   const std::string info = c.command({"INFO", "server"}).str;
   const auto rb_version = dlock::tools::run_command({o.redis_benchmark, "--version"});
   std::string command_line = argv[0];
-  for (int i = 1; i < argc; ++i)
-    command_line +=
-        std::string(" ") + (std::string_view(argv[i - 1]) == "--redis" ? "URL" : argv[i]);
+  for (int i = 1; i < argc; ++i) {
+    // Never print the URL (it may hold a password), given as --redis URL or --redis=URL.
+    const std::string_view arg = argv[i];
+    if (std::string_view(argv[i - 1]) == "--redis") {
+      command_line += " URL";
+    } else if (arg.starts_with("--redis=")) {
+      command_line += " --redis=URL";
+    } else {
+      command_line += " " + std::string(arg);
+    }
+  }
   std::printf("dlock_bench_client: INCR %s, one dlock::client\n", o.key.c_str());
   std::printf("  command:         %s\n", command_line.c_str());
   std::printf("  machine:         %u hardware threads, %s\n", std::thread::hardware_concurrency(),

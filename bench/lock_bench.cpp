@@ -45,6 +45,8 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "bench_support.hpp"
 #include "dlock/client.hpp"
 #include "redis_process.hpp"
@@ -76,84 +78,73 @@ struct bench_options {
   std::string baselines_dir = DLOCK_BENCH_BASELINES_DIR;
 };
 
-void print_usage(std::FILE* out) {
-  std::fputs(
-      "usage: dlock_bench_lock [options]\n"
-      "  --redis URL        use this server instead of a private redis-server (redis:// only)\n"
-      "  --seconds S        length of one measured run of (a), (b), (c2) (default 2)\n"
-      "  --repeat R         runs per scenario and side; median reported (default 3)\n"
-      "  --threads T        threads of (b) and (c2) (default 8)\n"
-      "  --hold-ms H        (c2) time held (default 1)\n"
-      "  --think-ms K       (c2) time between unlock and next lock (default 1)\n"
-      "  --handoffs N       (h) handoffs per run of dlock and naive (default 200)\n"
-      "  --baseline-handoffs N  (h) handoffs per run of redis-py and redlock (default 50)\n"
-      "  --pings N          PINGs for the RTT (default 2000)\n"
-      "  --python PATH      python with redis-py for the redis-py baseline\n"
-      "                     (default /usr/bin/python3; 'none' skips it)\n"
-      "  --node PATH        node for the redlock baseline (default: node through PATH;\n"
-      "                     'none' skips it)\n"
-      "  --baselines DIR    folder of the baseline scripts (default: the source tree's)\n"
-      "  --help\n",
-      out);
-}
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "dlock_bench_lock: %s\n", message.c_str());
-  print_usage(stderr);
-  std::exit(2);
-}
-
-int parse_int(std::string_view name, std::string_view text, int min, int max) {
-  const auto value = dlock::bench::parse_whole(text, min, max);
-  if (!value) {
-    usage_error(std::string(name) + " wants a whole number from " + std::to_string(min) + " to " +
-                std::to_string(max) + ", not '" + std::string(text) + "'");
+// Reads the command line into `o`. Returns an exit code when the program is to stop: 0 after
+// --help, 2 after a usage error (CLI11 has printed the message).
+std::optional<int> parse_args(int argc, char** argv, bench_options& o) {
+  using dlock::bench::decimal_whole_number;
+  CLI::App app{
+      "dlock_bench_lock: lock/unlock performance of dlock::mutex, each figure beside the seeds'\n"
+      "naive lock, redis-py's Lock and node-redlock measured on the same server in the same run",
+      "dlock_bench_lock"};
+  app.footer(
+      "Scenarios: (a) one thread, lock+unlock cycles/s on one key; (b) --threads threads, each\n"
+      "on its own key; (c2) --threads threads on one key, holding --hold-ms and thinking\n"
+      "--think-ms; (h) handoff from one thread to a waiting one, in RTTs.");
+  app.get_formatter()->column_width(40);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--redis", o.redis_url,
+                 "Use this server instead of a private redis-server\n(redis:// only)")
+      ->type_name("URL");
+  app.add_option("--seconds", o.seconds, "Length of one measured run of (a), (b), (c2) (default 2)")
+      ->type_name("S")
+      ->check(dlock::bench::number_range(0.1, 600));
+  app.add_option("--repeat", o.repeat, "Runs per scenario and side; median reported (default 3)")
+      ->type_name("R")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(1, 100));
+  app.add_option("--threads", o.threads, "Threads of (b) and (c2) (default 8)")
+      ->type_name("T")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--hold-ms", o.hold_ms, "(c2) time held (default 1)")
+      ->type_name("H")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(0, 10'000));
+  app.add_option("--think-ms", o.think_ms, "(c2) time between unlock and next lock (default 1)")
+      ->type_name("K")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(0, 10'000));
+  app.add_option("--handoffs", o.handoffs, "(h) handoffs per run of dlock and naive (default 200)")
+      ->type_name("N")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_option("--baseline-handoffs", o.baseline_handoffs,
+                 "(h) handoffs per run of redis-py and redlock (default 50)")
+      ->type_name("N")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_option("--pings", o.pings, "PINGs for the RTT (default 2000)")
+      ->type_name("N")
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(1, 10'000'000));
+  app.add_option("--python", o.python,
+                 "Python with redis-py for the redis-py baseline\n"
+                 "(default /usr/bin/python3; 'none' skips it)")
+      ->type_name("PATH");
+  app.add_option("--node", o.node,
+                 "Node for the redlock baseline\n(default: node through PATH; 'none' skips it)")
+      ->type_name("PATH");
+  app.add_option("--baselines", o.baselines_dir,
+                 "Folder of the baseline scripts (default: the source tree's)")
+      ->type_name("DIR");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  return *value;
-}
-
-bench_options parse_args(int argc, char** argv) {
-  bench_options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      print_usage(stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) usage_error("unknown option or missing value: " + std::string(arg));
-    const std::string_view value = argv[++i];
-    if (arg == "--redis") {
-      o.redis_url = value;
-    } else if (arg == "--seconds") {
-      const auto s = dlock::bench::parse_number(value, 0.1, 600);
-      if (!s)
-        usage_error("--seconds wants a number from 0.1 to 600, not '" + std::string(value) + "'");
-      o.seconds = *s;
-    } else if (arg == "--repeat") {
-      o.repeat = parse_int(arg, value, 1, 100);
-    } else if (arg == "--threads") {
-      o.threads = parse_int(arg, value, 1, 1024);
-    } else if (arg == "--hold-ms") {
-      o.hold_ms = parse_int(arg, value, 0, 10'000);
-    } else if (arg == "--think-ms") {
-      o.think_ms = parse_int(arg, value, 0, 10'000);
-    } else if (arg == "--handoffs") {
-      o.handoffs = parse_int(arg, value, 1, 1'000'000);
-    } else if (arg == "--baseline-handoffs") {
-      o.baseline_handoffs = parse_int(arg, value, 1, 1'000'000);
-    } else if (arg == "--node") {
-      o.node = value == "none" ? std::string() : std::string(value);
-    } else if (arg == "--pings") {
-      o.pings = parse_int(arg, value, 1, 10'000'000);
-    } else if (arg == "--python") {
-      o.python = value == "none" ? std::string() : std::string(value);
-    } else if (arg == "--baselines") {
-      o.baselines_dir = value;
-    } else {
-      usage_error("unknown option: " + std::string(arg));
-    }
-  }
-  return o;
+  if (o.python == "none") o.python.clear();
+  if (o.node == "none") o.node.clear();
+  return std::nullopt;
 }
 
 double seconds_since(steady::time_point t0) {
@@ -541,7 +532,9 @@ double med(const std::vector<run_result>& runs, double run_result::*field) {
 }
 
 int run(int argc, char** argv) {
-  const bench_options o = parse_args(argc, argv);
+  bench_options parsed;
+  if (const std::optional<int> exit_code = parse_args(argc, argv, parsed)) return *exit_code;
+  const bench_options o = std::move(parsed);
 
   std::optional<dlock::tools::redis_process> server;
   std::string url = o.redis_url;
@@ -556,9 +549,17 @@ int run(int argc, char** argv) {
 
   const std::string info = c.command({"INFO", "server"}).str;
   std::string command_line = argv[0];
-  for (int i = 1; i < argc; ++i)
-    command_line +=
-        std::string(" ") + (std::string_view(argv[i - 1]) == "--redis" ? "URL" : argv[i]);
+  for (int i = 1; i < argc; ++i) {
+    // Never print the URL (it may hold a password), given as --redis URL or --redis=URL.
+    const std::string_view arg = argv[i];
+    if (std::string_view(argv[i - 1]) == "--redis") {
+      command_line += " URL";
+    } else if (arg.starts_with("--redis=")) {
+      command_line += " --redis=URL";
+    } else {
+      command_line += " " + std::string(arg);
+    }
+  }
 
   // The script baselines: run when `<interpreter> <script> --version` works.
   auto probe = [&](int side, const std::string& interpreter, const std::string& script,
