@@ -46,7 +46,9 @@ struct client::impl {
         servers(std::make_unique<topology::standalone>(io, options, tls_context,
                                                        locks::scripts_to_preload())),
         locks(std::make_shared<locks::lock_service>(io, *servers, options)),
-        io_thread([this] { io.run(); }) {}
+        io_thread([this] { io.run(); }) {
+    locks->set_io_thread(io_thread.get_id());
+  }
 
   ~impl() {
     // Releases queued by unlock() get one request timeout to reach the server.

@@ -59,17 +59,19 @@ class lock_service::acquisition : public std::enable_shared_from_this<lock_servi
     if (!begin()) return;
     if (clock::now() < deadline_) {
       if (const auto ttl = service_->queued_ttl(channel_)) {
-        on_held(*ttl);  // behind this client's earlier waiters
+        on_held(*ttl, false);  // behind this client's earlier waiters
         return;
       }
     }
     try_once();
   }
 
-  // On the I/O thread: the caller's own attempt found the lock held, with `ttl_ms` left.
-  void start_waiting(std::int64_t ttl_ms) {
+  // On the I/O thread: the caller's attempt found the lock held with `ttl_ms` left (`attempted`),
+  // or the caller queues behind earlier waiters who saw that much left.
+  void start_waiting(std::int64_t ttl_ms, bool attempted) {
     if (!begin()) return;
-    on_held(ttl_ms);
+    attempted_ = attempted;
+    on_held(ttl_ms, attempted);
   }
 
   // Before start(): the unlock-message notification posts a retry to the I/O thread.
@@ -119,6 +121,7 @@ class lock_service::acquisition : public std::enable_shared_from_this<lock_servi
     }
     ++timer_generation_;  // a timer that fired meanwhile is stale now
     if (timer_) timer_->cancel();
+    attempted_ = true;
     const milliseconds* lease = lease_ ? &*lease_ : nullptr;
     auto req = std::make_shared<attempt_request>(service_->prepare_attempt(name_, key_, lease));
     const std::string_view keys[] = {req->name, req->fence};
@@ -172,11 +175,22 @@ class lock_service::acquisition : public std::enable_shared_from_this<lock_servi
       }
       return;
     }
-    on_held(result.ttl_ms);
+    on_held(result.ttl_ms, true);
   }
 
-  void on_held(std::int64_t ttl_ms) {
+  // The lock is taken, with `ttl_ms` left; `observed`: seen by this machine's own attempt (not
+  // inherited from earlier waiters).
+  void on_held(std::int64_t ttl_ms, bool observed) {
+    if (cancel_.stop_requested()) {
+      finish(make_error_code(errc::cancelled), {});
+      return;
+    }
     if (clock::now() >= deadline_) {
+      if (!attempted_) {
+        // Queued behind others and out of time before trying: one attempt, as try_lock().
+        try_once();
+        return;
+      }
       ++service_->counters_.timed_out;
       finish({}, {}, false);
       return;
@@ -186,14 +200,15 @@ class lock_service::acquisition : public std::enable_shared_from_this<lock_servi
       // Listen for the unlock message. The (re)subscription confirmation wakes every waiter to
       // re-check, which covers an unlock between this attempt and the subscription.
       try {
-        service_->add_waiter(channel_, &waiter_);
+        service_->add_waiter(channel_, &waiter_, observed ? std::optional(ttl_ms) : std::nullopt);
       } catch (const error& e) {
         finish(e.code(), detail_of(e));
         return;
       }
       subscribed_ = true;
+    } else if (observed) {
+      service_->note_holder_ttl(channel_, ttl_ms);
     }
-    service_->note_holder_ttl(channel_, ttl_ms);
     wait(ttl_ms);
   }
 
@@ -262,6 +277,7 @@ class lock_service::acquisition : public std::enable_shared_from_this<lock_servi
   std::uint64_t timer_generation_ = 0;
   std::optional<std::stop_callback<std::function<void()>>> cancel_callback_;
   bool in_flight_ = false;
+  bool attempted_ = false;  // an attempt was made (by this machine or, blocking, by the caller)
   bool subscribed_ = false;
   bool woken_ = false;
   bool finished_ = false;
@@ -302,7 +318,7 @@ void lock_service::async_acquire(const std::string& name, const acquire_options&
 
 bool lock_service::wait_for_lock(const std::string& name, std::uint64_t key,
                                  const milliseconds* lease, clock::time_point deadline,
-                                 std::int64_t ttl_ms) {
+                                 std::int64_t ttl_ms, bool attempted) {
   // The completion notifies while holding the mutex, so this frame outlives its last use.
   struct outcome {
     std::mutex m;
@@ -324,7 +340,7 @@ bool lock_service::wait_for_lock(const std::string& name, std::uint64_t key,
       });
   machine->waiter_notify_ready();
   with_servers([&](topology::topology&) {
-    asio::post(io_, [machine, ttl_ms] { machine->start_waiting(ttl_ms); });
+    asio::post(io_, [machine, ttl_ms, attempted] { machine->start_waiting(ttl_ms, attempted); });
   });
   std::unique_lock lock(out.m);
   out.cv.wait(lock, [&] { return out.done; });

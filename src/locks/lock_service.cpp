@@ -78,9 +78,17 @@ std::string lock_service::owner_field(std::uint64_t key) const {
   return client_id_ + ":" + std::to_string(key);
 }
 
+void lock_service::check_not_io_thread() const {
+  if (std::this_thread::get_id() == io_thread_.load()) {
+    throw error(errc::invalid_argument,
+                "a blocking lock call from a dlock callback would deadlock; use the async API");
+  }
+}
+
 reply lock_service::call_script(const script& s, const std::string& name,
                                 std::span<const std::string_view> keys,
                                 std::span<const std::string_view> args) {
+  check_not_io_thread();
   core::sync_call call;
   with_servers([&](topology::topology& servers) {
     core::eval_on(servers.connection_for(name), s, keys, args, request_timeout_, call.handler());
@@ -207,6 +215,9 @@ lock_service::attempt_result lock_service::apply_attempt(const attempt_request& 
       }
       if (status == 2 && live) ++counters_.reentered;
       h.count = status == 1 ? 1 : static_cast<std::uint64_t>(value);
+      // A reply applied after shutdown() swept the holds: nobody will renew this one either.
+      std::shared_lock lifetime(lifetime_);
+      if (stopped_) mark_lost(key, h, lock_loss_reason::client_stopped, lost);
     }
   }
   fire(lost);
@@ -226,10 +237,11 @@ lock_service::attempt_result lock_service::attempt(const std::string& name, std:
 bool lock_service::acquire(const std::string& name, const milliseconds* lease,
                            clock::time_point deadline) {
   check_lease(lease);
+  check_not_io_thread();
   const std::uint64_t thread = core::current_thread_key();
   if (deadline > clock::now() && hold_count(name, thread) == 0) {
     if (const auto ttl = queued_ttl(unlock_channel(name))) {
-      return wait_for_lock(name, thread, lease, deadline, *ttl);
+      return wait_for_lock(name, thread, lease, deadline, *ttl, false);
     }
   }
   attempt_result first = attempt(name, thread, lease);
@@ -238,15 +250,22 @@ bool lock_service::acquire(const std::string& name, const milliseconds* lease,
     ++counters_.timed_out;
     return false;
   }
-  return wait_for_lock(name, thread, lease, deadline, first.ttl_ms);
+  return wait_for_lock(name, thread, lease, deadline, first.ttl_ms, true);
 }
 
 // --- waiting -----------------------------------------------------------------------------------
 
-void lock_service::add_waiter(const std::string& channel, waiter* w) {
+void lock_service::add_waiter(const std::string& channel, waiter* w,
+                              std::optional<std::int64_t> ttl_ms) {
   std::lock_guard lock(waiters_mutex_);
   auto [it, created] = waiters_.try_emplace(channel);
   it->second.queue.push_back(w);
+  if (ttl_ms) {
+    // In the same critical section, so a newcomer never sees this waiter without the holder.
+    it->second.holder_seen = true;
+    it->second.holder_lease_end =
+        *ttl_ms >= 0 ? std::optional(clock::now() + milliseconds(*ttl_ms)) : std::nullopt;
+  }
   if (!created) return;
   try {
     std::weak_ptr<lock_service> weak = weak_from_this();
@@ -272,6 +291,7 @@ void lock_service::note_holder_ttl(const std::string& channel, std::int64_t ttl_
   std::lock_guard lock(waiters_mutex_);
   const auto it = waiters_.find(channel);
   if (it == waiters_.end()) return;
+  it->second.holder_seen = true;
   it->second.holder_lease_end =
       ttl_ms >= 0 ? std::optional(clock::now() + milliseconds(ttl_ms)) : std::nullopt;
 }
@@ -279,7 +299,9 @@ void lock_service::note_holder_ttl(const std::string& channel, std::int64_t ttl_
 std::optional<std::int64_t> lock_service::queued_ttl(const std::string& channel) {
   std::lock_guard lock(waiters_mutex_);
   const auto it = waiters_.find(channel);
-  if (it == waiters_.end() || it->second.queue.empty()) return std::nullopt;
+  if (it == waiters_.end() || it->second.queue.empty() || !it->second.holder_seen) {
+    return std::nullopt;
+  }
   const auto& end = it->second.holder_lease_end;
   if (!end) return -1;
   const auto left = std::chrono::ceil<milliseconds>(*end - clock::now());
@@ -287,31 +309,35 @@ std::optional<std::int64_t> lock_service::queued_ttl(const std::string& channel)
 }
 
 void lock_service::remove_waiter(const std::string& channel, waiter* w) {
-  subscription last;  // unsubscribed after the mutex is released
-  std::lock_guard lock(waiters_mutex_);
-  const auto it = waiters_.find(channel);
-  if (it == waiters_.end()) return;
-  auto& queue = it->second.queue;
-  queue.erase(std::remove(queue.begin(), queue.end(), w), queue.end());
-  bool unused_permit = false;
+  subscription last;  // the channel's last waiter left: unsubscribed after the mutex is released
   {
-    std::lock_guard wl(w->m);
-    unused_permit = w->permit;
+    std::lock_guard lock(waiters_mutex_);
+    const auto it = waiters_.find(channel);
+    if (it == waiters_.end()) return;
+    auto& queue = it->second.queue;
+    queue.erase(std::remove(queue.begin(), queue.end(), w), queue.end());
+    bool unused_permit = false;
+    {
+      std::lock_guard wl(w->m);
+      unused_permit = w->permit;
+    }
+    // A waiter that leaves (timed out, or failed) with an unused wake-up passes it on: the
+    // unlock it stands for is still there for someone else to take.
+    if (unused_permit) give_permit(it->second);
+    if (!queue.empty()) return;
+    last = std::move(it->second.sub);
+    waiters_.erase(it);
   }
-  // A waiter that leaves (timed out, or failed) with an unused wake-up passes it on: the unlock
-  // it stands for is still there for someone else to take.
-  if (unused_permit) give_permit(it->second);
-  if (!queue.empty()) return;
-  last = std::move(it->second.sub);
-  waiters_.erase(it);
-  // Unsubscribing is I/O: only while the topology lives. After shutdown() the subscription is
-  // kept, and dropped (without I/O, the subscriber being stopped) with this service.
+  // Unsubscribing is I/O: only while the topology lives. Once shutdown() began the subscription
+  // is parked, and shutdown's step on the I/O thread drops it while the subscriber still lives.
   std::shared_lock lifetime(lifetime_);
-  if (stopped_) {
-    parked_subscriptions_.push_back(std::move(last));
-  } else {
+  if (!stopped_) {
     last.reset();
+    return;
   }
+  lifetime.unlock();
+  std::lock_guard lock(waiters_mutex_);
+  parked_subscriptions_.push_back(std::move(last));
 }
 
 void lock_service::give_permit(channel_waiters& waiters) {
@@ -479,6 +505,13 @@ void lock_service::shutdown(milliseconds limit) {
   std::promise<void> dropped;
   asio::post(io_, [this, &dropped] {
     finish_acquisitions();  // waiting callers and async handlers get client_stopped
+    std::vector<subscription> parked;
+    {
+      std::lock_guard lock(waiters_mutex_);
+      parked.swap(parked_subscriptions_);
+    }
+    // Dropped while the subscriber and its io_context live: handles may outlive the client.
+    parked.clear();
     timer_.reset();
     dropped.set_value();
   });
@@ -494,6 +527,7 @@ bool lock_service::force_release(const std::string& name) {
 }
 
 reply lock_service::call_command(const std::string& name, std::span<const std::string_view> args) {
+  check_not_io_thread();
   core::sync_call call;
   with_servers([&](topology::topology& servers) {
     servers.connection_for(name).send(args, call.handler(), request_timeout_);

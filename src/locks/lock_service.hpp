@@ -35,6 +35,7 @@
 #include <shared_mutex>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,10 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   // The counters behind client::lock_metrics().
   lock_metrics metrics() const noexcept;
 
+  // The client's I/O thread, where blocking lock calls are refused (they would wait for
+  // themselves).
+  void set_io_thread(std::thread::id id) noexcept { io_thread_ = id; }
+
   // The client is stopping: waits up to `limit` for queued releases, then stops the watchdog.
   // Afterwards every call fails with errc::client_stopped (handles may outlive the client).
   void shutdown(std::chrono::milliseconds limit);
@@ -120,7 +125,9 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   struct channel_waiters {
     subscription sub;
     std::deque<waiter*> queue;
-    // When the holder's lease ends, as the latest failed attempt saw it (nullopt: no TTL).
+    // When the holder's lease ends, as the latest failed attempt saw it (nullopt: no TTL); only
+    // meaningful once `holder_seen`.
+    bool holder_seen = false;
     std::optional<clock::time_point> holder_lease_end;
   };
 
@@ -140,6 +147,8 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   };
   class acquisition;
 
+  // Throws errc::invalid_argument on the client's I/O thread.
+  void check_not_io_thread() const;
   // Runs `use(servers_)` unless shutdown() has run (then throws errc::client_stopped).
   template <typename F>
   auto with_servers(F&& use);
@@ -153,11 +162,12 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   lock_lease make_lease(const std::string& name, std::uint64_t key);
   // Finishes every acquisition with client_stopped (shutdown, on the I/O thread).
   void finish_acquisitions();
-  // The calling thread's attempt found `name` held (`ttl_ms` left): waits for it on the I/O
-  // thread's acquisition machine. Returns whether `key` holds it; throws as acquire().
+  // The calling thread's attempt found `name` held with `ttl_ms` left (`attempted`), or it
+  // queues behind earlier waiters that saw that: waits on the I/O thread's acquisition machine.
+  // Returns whether `key` holds it; throws as acquire().
   bool wait_for_lock(const std::string& name, std::uint64_t key,
                      const std::chrono::milliseconds* lease, clock::time_point deadline,
-                     std::int64_t ttl_ms);
+                     std::int64_t ttl_ms, bool attempted);
   reply call_script(const script& s, const std::string& name,
                     std::span<const std::string_view> keys, std::span<const std::string_view> args);
   reply call_command(const std::string& name, std::span<const std::string_view> args);
@@ -180,12 +190,14 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   // With no lock held: stops the lost holds' tokens and calls on_lock_lost.
   void fire(const losses& lost) const noexcept;
 
-  void add_waiter(const std::string& channel, waiter* w);
-  // Records the holder's remaining lease seen by a waiter's failed attempt.
+  // `ttl_ms`: the holder's remaining lease seen by the waiter's failed attempt (-1: no TTL), or
+  // nullopt when the waiter made none (it queued behind others).
+  void add_waiter(const std::string& channel, waiter* w, std::optional<std::int64_t> ttl_ms);
+  // Records the holder's remaining lease seen by a waiter's failed attempt (-1: no TTL).
   void note_holder_ttl(const std::string& channel, std::int64_t ttl_ms);
-  // If this client already has waiters for `channel`, the holder's remaining lease as they last
-  // saw it (-1: none): a new acquisition queues behind them instead of making an attempt that
-  // would fail (first come, first served among this client's waiters).
+  // If this client already has waiters for `channel` that saw the holder, its remaining lease as
+  // they last saw it (-1: none): a new acquisition queues behind them instead of making an
+  // attempt that would fail (first come, first served among this client's waiters).
   std::optional<std::int64_t> queued_ttl(const std::string& channel);
   void remove_waiter(const std::string& channel, waiter* w);
   void on_unlock_message(const std::string& channel);
@@ -220,6 +232,8 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   std::map<lease::lease_id, hold_key> watchdog_owner_;
   // When the watchdog timer is armed to fire (nullopt: not armed); set by tick().
   std::optional<clock::time_point> timer_at_;
+
+  std::atomic<std::thread::id> io_thread_{};
 
   std::shared_mutex lifetime_;
   bool stopped_ = false;  // guarded by lifetime_

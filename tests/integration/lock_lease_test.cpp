@@ -238,6 +238,100 @@ TEST(LockLease, DestroyingTheClientEndsWaitsAndLeases) {
   EXPECT_EQ(outliving.release(), errc::client_stopped);
 }
 
+// Review finding: a waiter's subscription parked at shutdown kept the subscriber (and its
+// timers) alive past the io_context when a handle outlived the client (ASan: use after free).
+TEST(LockLease, AHandleThatOutlivesAClientWithAWaiterIsSafe) {
+  redis_server server;
+  client holder{server.url()};
+  const std::string name = unique_key("m");
+  mutex held = holder.get_lock(name);
+  held.lock();
+  auto waiting_client = std::make_unique<client>(server.url());
+  auto m = std::make_unique<mutex>(waiting_client->get_lock(name));
+  auto pending = m->async_lock();
+  ASSERT_TRUE(eventually([&] { return held.status().subscribers == 1; }));
+  waiting_client.reset();
+  EXPECT_THROW((void)pending.get(), error);
+  m.reset();  // the last reference to the client's lock machinery
+  EXPECT_TRUE(eventually([&] { return held.status().subscribers == 0; }));
+}
+
+// Review finding: a hold granted while the client was being destroyed was never reported lost.
+TEST(LockLease, AHoldGrantedDuringShutdownIsReportedLost) {
+  redis_server server;
+  constexpr int rounds = 200;
+  int unreported = 0;
+  for (int i = 0; i < rounds; ++i) {
+    lock_lease lease;
+    std::future<lock_lease> pending;
+    {
+      client c{server.url()};
+      pending = c.get_lock(unique_key("m" + std::to_string(i))).async_lock();
+      if (i % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50 * (i % 8)));
+    }  // destroyed with the attempt anywhere between queued and answered
+    try {
+      lease = pending.get();
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::client_stopped) << e.what();
+      continue;
+    }
+    if (lease && !lease.lost()) ++unreported;
+  }
+  EXPECT_EQ(unreported, 0) << "holds that nobody renews were not reported lost";
+}
+
+// Review finding: a cancel that came while an attempt was in flight was ignored until the
+// holder's lease ended, if that attempt found the lock taken again.
+TEST(LockLease, ACancelDuringAnAttemptEndsTheWaitWhenTheAttemptFails) {
+  redis_server server;
+  client first{server.url()}, second{server.url()}, waiter{server.url()};
+  const std::string name = unique_key("m");
+  mutex a = first.get_lock(name);
+  a.lock();
+  std::stop_source cancel;
+  auto p = std::make_shared<std::promise<outcome>>();
+  auto f = p->get_future();
+  waiter.get_lock(name).async_acquire({.cancel = cancel.get_token()}, to_promise(p));
+  ASSERT_TRUE(eventually([&] { return a.status().subscribers == 1; }));
+  // Keep the waiter's connection busy, so that its next attempt stays in flight.
+  constexpr auto busy = std::chrono::seconds(1);
+  auto blocked = waiter.async_command({"BLPOP", unique_key("never"), "1"});
+  std::this_thread::sleep_for(50ms);  // let BLPOP reach the server first
+  a.unlock();                         // the waiter's attempt goes out, behind BLPOP
+  mutex b = second.get_lock(name);
+  b.lock();  // and will find the lock taken by `second` (30 s watchdog lease)
+  const auto cancelled_at = steady_clock::now();
+  cancel.request_stop();
+  ASSERT_EQ(f.wait_for(busy + timing_slack + timing_slack), std::future_status::ready)
+      << "the cancel waited for the holder's lease";
+  const outcome o = f.get();
+  EXPECT_EQ(o.ec, errc::cancelled);
+  EXPECT_FALSE(o.lease);
+  EXPECT_LT(steady_clock::now() - cancelled_at, busy + timing_slack + timing_slack);
+  blocked.wait();
+  b.unlock();
+}
+
+// Review finding: a blocking lock call from an I/O-thread callback waited for itself forever.
+TEST(LockLease, BlockingLockCallsFromACallbackAreRefused) {
+  redis_server server;
+  client c{server.url()};
+  mutex m = c.get_lock(unique_key("m"));
+  mutex other = c.get_lock(unique_key("other"));
+  std::promise<std::error_code> refused;
+  m.async_lock([&](std::error_code, lock_lease) {
+    try {
+      (void)other.try_lock();
+      refused.set_value({});
+    } catch (const error& e) {
+      refused.set_value(e.code());
+    }
+  });
+  auto f = refused.get_future();
+  ASSERT_EQ(f.wait_for(event_limit), std::future_status::ready) << "the callback deadlocked";
+  EXPECT_EQ(f.get(), errc::invalid_argument);
+}
+
 TEST(LockLease, BadInputIsRejectedBeforeAnyCommand) {
   redis_server server;
   client c{server.url()};
