@@ -30,10 +30,11 @@ cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_COMP
 cmake --build build/test
 ctest --test-dir build/test "${ctest_args[@]}"
 
-# The second build also covers the second supported compiler: clang 14.
+# The second build also covers the second supported compiler: clang 14. The CLI is built so that
+# its tests (Cli*) run its processes under the sanitizers too.
 step "sanitizer build (clang++, ASan + UBSan)"
 CXX=clang++ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDLOCK_SANITIZE="address;undefined" \
-  -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_CLI=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
+  -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_CLI=ON -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/asan
 ctest --test-dir build/asan "${ctest_args[@]}"
 

@@ -1,20 +1,22 @@
-// dlock: the command-line tool. So far `dlock demo smoke` and `dlock ping`; running commands
-// under a lock (`dlock exec`) arrives with the lock types.
+// dlock: the command-line tool. Parses the command line and hands over to one file per
+// subcommand: exec.cpp, status.cpp, the demos (smoke, flash-sale, reward).
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
-#include <cstdlib>
+#include <optional>
 
+#include "cli_support.hpp"
 #include "dlock/dlock.hpp"
+#include "exec.hpp"
 #include "exit_codes.hpp"
+#include "flash_sale_demo.hpp"
+#include "reward_demo.hpp"
 #include "smoke_demo.hpp"
+#include "status.hpp"
 
 namespace {
 
-std::string default_redis_url() {
-  const char* env = std::getenv("DLOCK_REDIS_URL");
-  return env != nullptr && *env != '\0' ? env : "redis://127.0.0.1:6379";
-}
+using namespace dlock::cli;
 
 int ping(const std::string& url) {
   try {
@@ -25,13 +27,67 @@ int ping(const std::string& url) {
                         std::chrono::steady_clock::now() - start)
                         .count();
     fmt::print("{} from {} in {} us\n", pong, c.options().endpoint(), us);
-    return dlock::cli::exit_ok;
+    return exit_ok;
   } catch (const dlock::error& e) {
-    fmt::print(stderr, "dlock: {}\n", e.what());
-    return e.code() == dlock::errc::invalid_argument ? dlock::cli::exit_usage
-                                                     : dlock::cli::exit_unavailable;
+    print_error(e.what());
+    return exit_code_for(e);
   }
 }
+
+// The text of the duration options of `dlock exec`, checked after parsing so that every mistake
+// gets one clear message and exit code 64.
+struct exec_arguments {
+  std::string wait, lease, watchdog, kill_grace = "5";
+};
+
+std::optional<exec_options> check_exec(exec_options o, const exec_arguments& a,
+                                       std::string& problem) {
+  if (o.command.empty()) {
+    problem = "exec: no command given; usage: dlock exec [OPTIONS] NAME -- COMMAND [ARG...]";
+    return std::nullopt;
+  }
+  if (o.nonblock && !a.wait.empty()) {
+    problem = "exec: -n/--nonblock (one attempt) and -w/--wait (wait that long) exclude each other";
+    return std::nullopt;
+  }
+  if (!a.lease.empty() && !a.watchdog.empty()) {
+    problem =
+        "exec: --lease (a fixed lease, never renewed) and --watchdog (a lease renewed while the "
+        "command runs) exclude each other";
+    return std::nullopt;
+  }
+  if (o.conflict_exit_code < 0 || o.conflict_exit_code > 255) {
+    problem =
+        fmt::format("exec: -E/--conflict-exit-code must be 0 to 255, not {}", o.conflict_exit_code);
+    return std::nullopt;
+  }
+  auto parse = [&](const std::string& text, std::string_view option, bool allow_zero,
+                   std::optional<std::chrono::milliseconds>& out) {
+    if (text.empty()) return true;
+    out = parse_seconds(text, option, allow_zero, problem);
+    if (!out) problem = "exec: " + problem;
+    return out.has_value();
+  };
+  std::optional<std::chrono::milliseconds> grace;
+  if (!parse(a.wait, "-w/--wait", false, o.wait) || !parse(a.lease, "--lease", false, o.lease) ||
+      !parse(a.watchdog, "--watchdog", false, o.watchdog) ||
+      !parse(a.kill_grace, "--kill-grace", true, grace)) {
+    return std::nullopt;
+  }
+  o.kill_grace = *grace;
+  return o;
+}
+
+constexpr std::string_view exec_footer = R"(
+The command runs in its own process group with DLOCK_NAME, DLOCK_TOKEN (the fencing token) and
+DLOCK_OWNER (the lock's hash field) in its environment. SIGINT, SIGTERM and SIGHUP are forwarded
+to it; the lock is released once it has exited. If the lock is lost while it runs, it gets
+SIGTERM, SIGKILL after --kill-grace, and dlock exits 70.
+
+Exit status: the command's own (128+N if signal N killed it); 75 or -E: the lock was held;
+70: the lock was lost; 69: Redis unreachable, authentication refused or a Redis error;
+64: usage error; 127: command not found; 126: command not executable;
+128+N: signal N arrived while waiting (the command was not run).)";
 
 }  // namespace
 
@@ -39,12 +95,54 @@ int main(int argc, char** argv) {
   CLI::App app{"dlock: distributed locks on Redis"};
   app.set_version_flag("--version", std::string("dlock ") + DLOCK_VERSION);
   app.require_subcommand(1);
-  std::string redis_url;
-  app.add_option("--redis", redis_url,
+  app.fallthrough();  // --redis also after the subcommand
+  std::string redis_option;
+  app.add_option("--redis", redis_option,
                  "Redis URL: redis://[user:password@]host:port[/db], rediss://..., unix:///path "
-                 "(default: $DLOCK_REDIS_URL or redis://127.0.0.1:6379)");
+                 "(default: $DLOCK_REDIS_URL, else redis://127.0.0.1:6379)");
 
   auto* ping_cmd = app.add_subcommand("ping", "Check that Redis answers, and how fast");
+
+  exec_options exec_o;
+  exec_arguments exec_a;
+  auto* exec_cmd = app.add_subcommand("exec", "Run a command while holding a lock");
+  exec_cmd->add_flag("-n,--nonblock", exec_o.nonblock,
+                     "Fail at once (exit 75 or -E) if the lock is held");
+  exec_cmd->add_option("-w,--wait", exec_a.wait,
+                       "Give up after waiting SECONDS (fractions allowed); default: wait until "
+                       "acquired");
+  exec_cmd->add_option("--lease", exec_a.lease,
+                       "Hold with an explicit lease of SECONDS, never renewed: the command is "
+                       "stopped when it runs out");
+  exec_cmd->add_option("--watchdog", exec_a.watchdog,
+                       "The renewed lease in SECONDS (default 30), renewed every third of it");
+  exec_cmd->add_option("-E,--conflict-exit-code", exec_o.conflict_exit_code,
+                       "Exit code when the lock could not be acquired (default 75)");
+  exec_cmd->add_option("--kill-grace", exec_a.kill_grace,
+                       "When the lock is lost: SECONDS between SIGTERM and SIGKILL (default 5; 0: "
+                       "SIGKILL at once)");
+  exec_cmd->add_option("name", exec_o.name, "Lock name")->required();
+  exec_cmd->add_option("command", exec_o.command, "The command and its arguments, after --");
+  exec_cmd->footer(std::string(exec_footer));
+
+  std::string status_name;
+  bool status_json = false;
+  auto* status_cmd = app.add_subcommand(
+      "status",
+      "Show whether a lock is held, by whom, its remaining lease, last fencing token "
+      "and waiting clients");
+  status_cmd->add_option("name", status_name, "Lock name")->required();
+  status_cmd->add_flag("--json", status_json, "Print one JSON object");
+
+  std::string unlock_name;
+  bool unlock_force = false;
+  auto* unlock_cmd = app.add_subcommand(
+      "unlock", "Break a lock: delete it whoever holds it and wake its waiters (needs --force)");
+  unlock_cmd->add_flag("--force", unlock_force,
+                       "Required: the holder is not asked; it learns of the loss at its next "
+                       "renewal");
+  unlock_cmd->add_option("name", unlock_name, "Lock name")->required();
+
   auto* demo = app.add_subcommand("demo",
                                   "Runnable scenarios; without --redis they start a "
                                   "private redis-server");
@@ -52,15 +150,78 @@ int main(int argc, char** argv) {
   auto* smoke = demo->add_subcommand("smoke",
                                      "Exercise the Redis core: commands, pipelining, "
                                      "Lua, pub/sub");
+  flash_sale_options sale_o;
+  auto* flash_sale = demo->add_subcommand(
+      "flash-sale", "Buyers oversell a stock without a lock; dlock and fencing tokens fix it");
+  flash_sale->add_option("--buyers", sale_o.buyers, "Concurrent buyers (default 40)")
+      ->check(CLI::Range(2, 1000));
+  flash_sale->add_option("--stock", sale_o.stock, "Items in stock (default 10)")
+      ->check(CLI::Range(1, 1000000));
+  reward_options reward_o;
+  auto* reward = demo->add_subcommand(
+      "reward", "Family members claim one reward: paid several times without a lock, once with");
+  reward->add_option("--members", reward_o.members, "Family members claiming (default 20)")
+      ->check(CLI::Range(2, 1000));
+  // The processes of the demos' races: this binary run again (see demo_race.hpp). Hidden.
+  std::string worker_scenario, worker_mode, worker_prefix;
+  int worker_first_id = 1, worker_count = 1;
+  auto* worker = demo->add_subcommand("worker", "");
+  worker->group("");
+  worker->add_option("--scenario", worker_scenario)->required();
+  worker->add_option("--mode", worker_mode)->required();
+  worker->add_option("--prefix", worker_prefix)->required();
+  worker->add_option("--first-id", worker_first_id)->required();
+  worker->add_option("--count", worker_count)->required()->check(CLI::Range(1, 1000));
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    return code == 0 ? dlock::cli::exit_ok : dlock::cli::exit_usage;
+    return code == 0 ? exit_ok : exit_usage;
   }
 
-  if (ping_cmd->parsed()) return ping(redis_url.empty() ? default_redis_url() : redis_url);
-  if (smoke->parsed()) return dlock::cli::run_smoke_demo(redis_url);
-  return dlock::cli::exit_usage;
+  const std::string url = resolve_redis_url(redis_option);
+  if (ping_cmd->parsed()) return ping(url);
+  if (exec_cmd->parsed()) {
+    exec_o.redis_url = url;
+    std::string problem;
+    const std::optional<exec_options> checked = check_exec(exec_o, exec_a, problem);
+    if (!checked) {
+      print_error(problem);
+      return exit_usage;
+    }
+    return run_exec(*checked);
+  }
+  if (status_cmd->parsed()) return run_status(url, status_name, status_json);
+  if (unlock_cmd->parsed()) {
+    if (!unlock_force) {
+      print_error(
+          "unlock breaks a lock whoever holds it, so it needs --force: dlock unlock --force NAME "
+          "(dlock exec releases its own lock when its command ends)");
+      return exit_usage;
+    }
+    return run_force_unlock(url, unlock_name);
+  }
+  // The demos use a private server unless --redis (not $DLOCK_REDIS_URL) names one.
+  if (smoke->parsed()) return run_smoke_demo(redis_option);
+  if (flash_sale->parsed()) {
+    sale_o.redis_url = redis_option;
+    return run_flash_sale_demo(sale_o);
+  }
+  if (reward->parsed()) {
+    reward_o.redis_url = redis_option;
+    return run_reward_demo(reward_o);
+  }
+  if (worker->parsed()) {
+    const participant_fn fn =
+        worker_scenario == "flash-sale" ? flash_sale_participant(worker_mode, worker_prefix)
+        : worker_scenario == "reward"   ? reward_participant(worker_mode, worker_prefix)
+                                        : nullptr;
+    if (!fn) {
+      print_error("demo worker: unknown --scenario or --mode");
+      return exit_usage;
+    }
+    return run_race_worker(redis_option, worker_first_id, worker_count, fn);
+  }
+  return exit_usage;
 }

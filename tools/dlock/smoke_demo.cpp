@@ -6,15 +6,14 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "cli_support.hpp"
 #include "dlock/dlock.hpp"
 #include "exit_codes.hpp"
-#include "redis_process.hpp"
 
 namespace dlock::cli {
 namespace {
@@ -36,18 +35,11 @@ double seconds_since(clock_type::time_point start) {
 }  // namespace
 
 int run_smoke_demo(const std::string& redis_url) {
-  std::unique_ptr<tools::redis_process> private_server;
-  std::string url = redis_url;
-  if (url.empty()) {
-    fmt::print("Starting a private redis-server on a free loopback port...\n");
-    private_server = std::make_unique<tools::redis_process>();
-    url = private_server->url();
-  }
-  fmt::print("Redis: {}\n\n", url);
-
   checker c;
   try {
-    client redis{url};
+    const demo_server server(redis_url);
+    fmt::print("Redis: {}\n\n", server.url());
+    client redis{server.url()};
     const std::string prefix = fmt::format("dlock-smoke:{}:", ::getpid());
 
     fmt::print("Commands\n");
@@ -118,11 +110,11 @@ int run_smoke_demo(const std::string& redis_url) {
     for (int t = 0; t < threads; ++t)
       redis.command({"DEL", prefix + "counter" + std::to_string(t)});
   } catch (const error& e) {
-    fmt::print(stderr, "dlock: {}\n", e.what());
-    const bool unreachable = e.code() == errc::connect_failed ||
-                             e.code() == errc::connect_timeout || e.code() == errc::auth_failed ||
-                             e.code() == errc::tls_failed;
-    return unreachable ? exit_unavailable : exit_software;
+    print_error(e.what());
+    return exit_code_for(e);
+  } catch (const std::exception& e) {
+    print_error(e.what());  // no redis-server to start
+    return exit_failure;
   }
 
   fmt::print("\n{}\n", c.failed == 0

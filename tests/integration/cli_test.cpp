@@ -1,0 +1,867 @@
+// The dlock command (tools/dlock) as a user runs it: real processes against a real redis-server.
+// `dlock exec` exclusion across processes, conflict exit codes and their timing, the command's
+// environment, signal forwarding, a lost lock killing the command, Redis and usage errors,
+// `status --json`, `unlock --force` waking a waiter, and the demos.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "dlock/dlock.hpp"
+#include "redis_process.hpp"
+#include "support/redis_fixture.hpp"
+
+extern char** environ;  // NOLINT: POSIX declares it nowhere else
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+using test::redis_server;
+using test::unique_key;
+namespace fs = std::filesystem;
+
+// Slack for timing assertions on a loaded 2-core CI machine: it covers starting a dlock process,
+// connecting to Redis and scheduling delays, for several processes at once.
+constexpr auto process_slack = 1500ms;
+// How long a step that should take milliseconds may take before the test gives up on it.
+constexpr auto step_limit = 15s;
+// The only polling here: how often the tests ask Redis whether a dlock process is waiting yet
+// (PUBSUB NUMSUB of the unlock channel), up to step_limit. Nothing else announces it.
+constexpr auto status_poll_interval = 10ms;
+
+const std::string cli = DLOCK_CLI;
+
+// A temporary directory, removed with its contents on destruction.
+class temp_dir {
+ public:
+  temp_dir() {
+    std::string pattern = (fs::temp_directory_path() / "dlock-cli-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~temp_dir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A dlock process with its stdin and stdout on pipes and its stderr in a file. Killed and reaped
+// on destruction if still running.
+class cli_process {
+ public:
+  explicit cli_process(std::vector<std::string> args, std::vector<std::string> env_overrides = {})
+      : err_path_(dir_ / "stderr") {
+    args.insert(args.begin(), cli);
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      const bool overridden = std::any_of(env_overrides.begin(), env_overrides.end(), [&](auto& o) {
+        return entry.substr(0, entry.find('=') + 1) == o.substr(0, o.find('=') + 1);
+      });
+      if (!overridden) env.push_back(entry);
+    }
+    env.insert(env.end(), env_overrides.begin(), env_overrides.end());
+    std::vector<char*> argv, envp;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
+      throw std::runtime_error("pipe2 failed");
+    }
+    posix_spawn_file_actions_t actions;
+    ::posix_spawn_file_actions_init(&actions);
+    ::posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+    ::posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    ::posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path_.c_str(),
+                                       O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+    ::posix_spawn_file_actions_destroy(&actions);
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+    if (rc != 0) {
+      pid_ = -1;
+      throw std::runtime_error("cannot start " + cli);
+    }
+  }
+  ~cli_process() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    close_stdin();
+    ::close(from_);
+  }
+  cli_process(const cli_process&) = delete;
+  cli_process& operator=(const cli_process&) = delete;
+
+  // The next line on its stdout, or std::nullopt if none comes within `limit`.
+  std::optional<std::string> read_line(milliseconds limit = step_limit) {
+    const auto deadline = steady_clock::now() + limit;
+    for (;;) {
+      if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      const auto left = std::chrono::ceil<milliseconds>(deadline - steady_clock::now());
+      pollfd p{from_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+        return std::nullopt;
+      }
+      char chunk[512];
+      const ssize_t got = ::read(from_, chunk, sizeof chunk);
+      if (got <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<std::size_t>(got));
+    }
+  }
+
+  void close_stdin() {
+    if (to_ >= 0) ::close(to_);
+    to_ = -1;
+  }
+  void signal(int sig) const { ::kill(pid_, sig); }
+
+  // Its exit code (128 + signal if killed), or std::nullopt if it still runs after `limit`.
+  std::optional<int> wait(milliseconds limit = step_limit) {
+    // glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++; the system call is the same.
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    if (pidfd < 0) throw std::runtime_error("pidfd_open failed");
+    pollfd p{pidfd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(limit.count()));
+    ::close(pidfd);
+    if (ready <= 0) return std::nullopt;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  // What it wrote to stderr so far.
+  std::string err() const { return read_file(err_path_); }
+
+ private:
+  temp_dir dir_;
+  std::string err_path_;
+  pid_t pid_ = -1;
+  int to_ = -1;
+  int from_ = -1;
+  std::string buffer_;
+};
+
+// `dlock --redis URL args...` to completion.
+tools::command_result run_cli(const std::string& url, std::vector<std::string> args,
+                              milliseconds limit = step_limit) {
+  args.insert(args.begin(), {cli, "--redis", url});
+  return tools::run_command(args, limit);
+}
+
+template <typename F>
+milliseconds time_of(F&& f) {
+  const auto start = steady_clock::now();
+  f();
+  return std::chrono::duration_cast<milliseconds>(steady_clock::now() - start);
+}
+
+// Polls `done` every status_poll_interval until it is true or `limit` passed.
+bool eventually(const std::function<bool()>& done, milliseconds limit = step_limit) {
+  const auto deadline = steady_clock::now() + limit;
+  while (!done()) {
+    if (steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(status_poll_interval);
+  }
+  return true;
+}
+
+// --- a small JSON reader, enough to check `dlock status --json` -------------------------------
+
+struct json {
+  enum class kind { null, boolean, number, string, array, object } type = kind::null;
+  bool boolean = false;
+  std::string text;               // a string's value, or a number's digits
+  std::vector<json> items;        // an array's elements, or an object's member values
+  std::vector<std::string> keys;  // an object's member names, in the order of `items`
+
+  const json& operator[](const std::string& key) const {
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == key) return items[i];
+    }
+    throw std::runtime_error("no member " + key);
+  }
+  std::int64_t integer() const {
+    std::int64_t v = 0;
+    const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (type != kind::number || ec != std::errc() || p != text.data() + text.size()) {
+      throw std::runtime_error("not an integer: " + text);
+    }
+    return v;
+  }
+};
+
+// Parses one JSON value covering all of `in` (RFC 8259); throws std::runtime_error otherwise.
+class json_reader {
+ public:
+  static json parse(std::string_view in) {
+    json_reader r(in);
+    json v = r.value();
+    r.skip_space();
+    if (r.pos_ != in.size()) r.fail("trailing text");
+    return v;
+  }
+
+ private:
+  explicit json_reader(std::string_view in) : in_(in) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error("bad JSON at " + std::to_string(pos_) + ": " + what);
+  }
+  void skip_space() {
+    while (pos_ < in_.size() && std::string_view(" \t\r\n").find(in_[pos_]) != std::string::npos)
+      ++pos_;
+  }
+  char peek() {
+    skip_space();
+    if (pos_ >= in_.size()) fail("unexpected end");
+    return in_[pos_];
+  }
+  void expect(std::string_view word) {
+    if (in_.substr(pos_, word.size()) != word) fail("expected " + std::string(word));
+    pos_ += word.size();
+  }
+
+  json value() {
+    json v;
+    const char c = peek();
+    if (c == '{') {
+      v.type = json::kind::object;
+      ++pos_;
+      if (peek() == '}') {
+        ++pos_;
+        return v;
+      }
+      for (;;) {
+        if (peek() != '"') fail("expected a member name");
+        std::string key = string();
+        if (peek() != ':') fail("expected ':'");
+        ++pos_;
+        v.keys.push_back(std::move(key));
+        v.items.push_back(value());
+        const char next = peek();
+        ++pos_;
+        if (next == '}') return v;
+        if (next != ',') fail("expected ',' or '}'");
+      }
+    }
+    if (c == '[') {
+      v.type = json::kind::array;
+      ++pos_;
+      if (peek() == ']') {
+        ++pos_;
+        return v;
+      }
+      for (;;) {
+        v.items.push_back(value());
+        const char next = peek();
+        ++pos_;
+        if (next == ']') return v;
+        if (next != ',') fail("expected ',' or ']'");
+      }
+    }
+    if (c == '"') {
+      v.type = json::kind::string;
+      v.text = string();
+      return v;
+    }
+    if (c == 't' || c == 'f') {
+      v.type = json::kind::boolean;
+      v.boolean = c == 't';
+      expect(v.boolean ? "true" : "false");
+      return v;
+    }
+    if (c == 'n') {
+      expect("null");
+      return v;
+    }
+    v.type = json::kind::number;
+    const std::size_t start = pos_;
+    if (in_[pos_] == '-') ++pos_;
+    while (pos_ < in_.size() &&
+           std::string_view("0123456789.eE+-").find(in_[pos_]) != std::string::npos)
+      ++pos_;
+    v.text = std::string(in_.substr(start, pos_ - start));
+    if (v.text.empty() || v.text == "-") fail("expected a value");
+    return v;
+  }
+
+  static void append_utf8(std::string& out, std::uint32_t cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  std::uint32_t hex4() {
+    if (pos_ + 4 > in_.size()) fail("short \\u escape");
+    std::uint32_t v = 0;
+    const auto [p, ec] = std::from_chars(in_.data() + pos_, in_.data() + pos_ + 4, v, 16);
+    if (ec != std::errc() || p != in_.data() + pos_ + 4) fail("bad \\u escape");
+    pos_ += 4;
+    return v;
+  }
+
+  std::string string() {
+    ++pos_;  // the opening quote
+    std::string out;
+    for (;;) {
+      if (pos_ >= in_.size()) fail("unterminated string");
+      const auto c = static_cast<unsigned char>(in_[pos_++]);
+      if (c == '"') return out;
+      if (c < 0x20) fail("raw control character in a string");
+      if (c != '\\') {
+        out += static_cast<char>(c);
+        continue;
+      }
+      if (pos_ >= in_.size()) fail("unterminated escape");
+      const char e = in_[pos_++];
+      switch (e) {
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u': {
+          std::uint32_t cp = hex4();
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            expect("\\u");
+            const std::uint32_t low = hex4();
+            if (low < 0xDC00 || low > 0xDFFF) fail("unpaired surrogate");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          }
+          append_utf8(out, cp);
+          break;
+        }
+        default:
+          fail("unknown escape");
+      }
+    }
+  }
+
+  std::string_view in_;
+  std::size_t pos_ = 0;
+};
+
+json status_json(const std::string& url, const std::string& name) {
+  const tools::command_result r = run_cli(url, {"status", "--json", name});
+  if (r.exit_code != 0) throw std::runtime_error("dlock status failed: " + r.err);
+  return json_reader::parse(r.out);
+}
+
+// "key=value key=value" of a demo's "result:" line.
+std::map<std::string, std::string> result_line(const std::string& out) {
+  std::map<std::string, std::string> fields;
+  const auto at = out.find("\nresult: ");
+  if (at == std::string::npos) return fields;
+  std::istringstream line(out.substr(at + 9, out.find('\n', at + 1) - at - 9));
+  std::string field;
+  while (line >> field) {
+    const auto eq = field.find('=');
+    if (eq != std::string::npos) fields[field.substr(0, eq)] = field.substr(eq + 1);
+  }
+  return fields;
+}
+
+// --- dlock exec ----------------------------------------------------------------------------------
+
+TEST(CliExec, ConcurrentInvocationsNeverOverlapAndTokensIncrease) {
+  redis_server server;
+  temp_dir dir;
+  const std::string name = unique_key("job"), stamps = dir / "stamps";
+  // Each command appends "start <token>", works briefly, then appends "end <token>". O_APPEND
+  // writes land in the order they happen, so the file is the timeline of all commands.
+  const std::string script = "echo \"start $DLOCK_TOKEN\" >> '" + stamps +
+                             "'; sleep 0.02; echo \"end $DLOCK_TOKEN\" >> '" + stamps + "'";
+  constexpr int processes = 4, runs = 3;
+  std::vector<std::future<std::vector<tools::command_result>>> invokers;
+  for (int p = 0; p < processes; ++p) {
+    invokers.push_back(std::async(std::launch::async, [&] {
+      std::vector<tools::command_result> results;
+      for (int r = 0; r < runs; ++r)
+        results.push_back(run_cli(server.url(), {"exec", name, "--", "sh", "-c", script}));
+      return results;
+    }));
+  }
+  for (auto& f : invokers) {
+    for (const auto& r : f.get())
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  std::istringstream timeline(read_file(stamps));
+  std::string what;
+  std::uint64_t token = 0, open = 0, last = 0;
+  int starts = 0, overlaps = 0, not_increasing = 0;
+  while (timeline >> what >> token) {
+    if (what == "start") {
+      ++starts;
+      if (open != 0) ++overlaps;  // another command had not ended yet
+      if (token <= last) ++not_increasing;
+      open = token;
+      last = token;
+    } else {
+      if (token != open) ++overlaps;
+      open = 0;
+    }
+  }
+  EXPECT_EQ(starts, processes * runs);
+  EXPECT_EQ(overlaps, 0) << read_file(stamps);
+  EXPECT_EQ(not_increasing, 0) << read_file(stamps);
+}
+
+TEST(CliExec, NonblockAndWaitGiveTheConflictExitCode) {
+  redis_server server;
+  temp_dir dir;
+  const std::string name = unique_key("held"), marker = dir / "ran";
+  client c{server.url()};
+  mutex m = c.get_lock(name);
+  m.lock();
+
+  tools::command_result r;
+  const milliseconds nonblock_took = time_of([&] {
+    r = run_cli(server.url(), {"exec", "-n", name, "--", "touch", marker});
+  });
+  EXPECT_EQ(r.exit_code, 75) << r.err;
+  EXPECT_NE(r.err.find("held"), std::string::npos) << r.err;
+  EXPECT_LT(nonblock_took, process_slack) << "-n must not wait";
+
+  r = run_cli(server.url(), {"exec", "-n", "-E", "3", name, "--", "touch", marker});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+
+  const milliseconds wait = 300ms;
+  const milliseconds wait_took = time_of([&] {
+    r = run_cli(server.url(), {"exec", "-w", "0.3", name, "--", "touch", marker});
+  });
+  EXPECT_EQ(r.exit_code, 75) << r.err;
+  EXPECT_GE(wait_took, wait);
+  EXPECT_LT(wait_took, wait + process_slack);
+  EXPECT_FALSE(fs::exists(marker)) << "the command ran without the lock";
+
+  m.unlock();
+  r = run_cli(server.url(), {"exec", "-n", name, "--", "touch", marker});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(marker));
+}
+
+TEST(CliExec, TheCommandSeesNameTokenAndOwnerAndItsExitCodeIsDlocks) {
+  redis_server server;
+  const std::string name = unique_key("env");
+  const std::vector<std::string> args{
+      "--redis", server.url(),
+      "exec",    name,
+      "--",      "sh",
+      "-c",      R"(printf '%s|%s|%s\n' "$DLOCK_NAME" "$DLOCK_TOKEN" "$DLOCK_OWNER"; exit 7)"};
+  std::vector<std::string> lines;
+  for (int run = 0; run < 2; ++run) {
+    // Stale values in dlock's own environment must not reach the command.
+    cli_process p(args, {"DLOCK_TOKEN=999999", "DLOCK_OWNER=stale", "DLOCK_NAME=stale"});
+    const auto line = p.read_line();
+    ASSERT_TRUE(line) << p.err();
+    lines.push_back(*line);
+    EXPECT_EQ(p.wait(), 7) << p.err();
+  }
+  std::vector<std::uint64_t> tokens;
+  std::vector<std::string> owners;
+  for (const std::string& line : lines) {
+    const auto first = line.find('|'), second = line.find('|', first + 1);
+    ASSERT_NE(second, std::string::npos) << line;
+    EXPECT_EQ(line.substr(0, first), name);
+    tokens.push_back(std::stoull(line.substr(first + 1, second - first - 1)));
+    owners.push_back(line.substr(second + 1));
+  }
+  EXPECT_GT(tokens[0], 0u);
+  EXPECT_GT(tokens[1], tokens[0]) << "fencing tokens must increase across runs";
+  for (const std::string& owner : owners) {
+    EXPECT_NE(owner, "stale");
+    EXPECT_NE(owner.find(':'), std::string::npos) << owner << " is not '<client id>:<thread>'";
+  }
+  EXPECT_NE(owners[0], owners[1]) << "each dlock process is its own client";
+  client c{server.url()};
+  EXPECT_EQ(c.get_lock(name).status().last_fencing_token, tokens[1]);
+}
+
+TEST(CliExec, SigtermReachesTheCommandAndTheLockIsReleasedOnlyAfterItExits) {
+  redis_server server;
+  const std::string name = unique_key("term");
+  // On SIGTERM the command reports, looks at its own lock with `dlock status`, and exits 42.
+  const std::string script = "trap 'echo got-term; \"" + cli + "\" --redis " + server.url() +
+                             " status --json \"$DLOCK_NAME\"; exit 42' TERM; echo ready; "
+                             "sleep 30 & wait $!";
+  cli_process p({"--redis", server.url(), "exec", name, "--", "sh", "-c", script});
+  ASSERT_EQ(p.read_line(), "ready") << p.err();
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.read_line(), "got-term") << p.err();
+  const auto during = p.read_line();
+  ASSERT_TRUE(during) << p.err();
+  const json inside = json_reader::parse(*during);
+  EXPECT_TRUE(inside["locked"].boolean) << "the lock was released before the command exited";
+  EXPECT_EQ(inside["holders"].items.size(), 1u);
+  EXPECT_EQ(p.wait(), 42) << "dlock exits with the command's code; " << p.err();
+  EXPECT_FALSE(status_json(server.url(), name)["locked"].boolean);
+}
+
+TEST(CliExec, ASignalWhileWaitingEndsDlockWithoutRunningTheCommand) {
+  redis_server server;
+  temp_dir dir;
+  const std::string name = unique_key("wait"), marker = dir / "ran";
+  client c{server.url()};
+  mutex m = c.get_lock(name);
+  m.lock();
+  cli_process p({"--redis", server.url(), "exec", name, "--", "touch", marker});
+  // Waiting means subscribed to the lock's unlock channel: the holder is us, so one subscriber.
+  ASSERT_TRUE(eventually([&] { return m.status().subscribers == 1; })) << p.err();
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(process_slack), 128 + SIGTERM) << p.err();
+  EXPECT_NE(p.err().find("SIGTERM"), std::string::npos) << p.err();
+  EXPECT_FALSE(fs::exists(marker));
+  // The cancelled wait took nothing: the newest token is still ours.
+  EXPECT_EQ(m.status().last_fencing_token, m.fencing_token());
+  m.unlock();
+  EXPECT_FALSE(m.status().locked);
+}
+
+TEST(CliExec, ALockDeletedBehindItsBackGetsTheCommandKilledAndExit70) {
+  redis_server server;
+  const std::string name = unique_key("deleted");
+  const milliseconds watchdog = 1s, grace = 500ms;
+  // The command ignores SIGTERM, so only the SIGKILL after the grace period ends it.
+  cli_process p({"--redis", server.url(), "exec", "--watchdog", "1", "--kill-grace", "0.5", name,
+                 "--", "sh", "-c", "trap '' TERM; echo ready; exec sleep 30"});
+  ASSERT_EQ(p.read_line(), "ready") << p.err();
+  client c{server.url()};
+  std::optional<int> code;
+  const milliseconds took = time_of([&] {
+    ASSERT_EQ(c.command({"DEL", name}).integer, 1);
+    code = p.wait(watchdog / 3 + grace + process_slack);
+  });
+  EXPECT_EQ(code, 70) << p.err();
+  EXPECT_GE(took, grace) << "SIGKILL came before the grace period ended";
+  EXPECT_LE(took, watchdog / 3 + grace + process_slack);
+  EXPECT_NE(p.err().find("lost lock"), std::string::npos) << p.err();
+  EXPECT_NE(p.err().find("SIGKILL"), std::string::npos) << p.err();
+}
+
+TEST(CliExec, ALostLockStopsACooperativeCommandWithSigtermFirst) {
+  redis_server server;
+  const std::string name = unique_key("lost");
+  const milliseconds watchdog = 1s;
+  cli_process p({"--redis", server.url(), "exec", "--watchdog", "1", name, "--", "sh", "-c",
+                 "trap 'echo got-term; exit 0' TERM; echo ready; sleep 30 & wait $!"});
+  ASSERT_EQ(p.read_line(), "ready") << p.err();
+  client c{server.url()};
+  std::optional<int> code;
+  const milliseconds took = time_of([&] {
+    ASSERT_EQ(c.command({"DEL", name}).integer, 1);
+    EXPECT_EQ(p.read_line(watchdog / 3 + process_slack), "got-term") << p.err();
+    code = p.wait(process_slack);
+  });
+  EXPECT_EQ(code, 70) << "a clean exit after losing the lock is still a lost lock; " << p.err();
+  EXPECT_LT(took, watchdog / 3 + process_slack) << "well before the default 5 s grace";
+}
+
+TEST(CliExec, AnExplicitLeaseThatRunsOutStopsTheCommand) {
+  redis_server server;
+  const std::string name = unique_key("lease");
+  const milliseconds lease = 500ms;
+  tools::command_result r;
+  const milliseconds took = time_of([&] {
+    r = run_cli(server.url(), {"exec", "--lease", "0.5", name, "--", "sleep", "30"});
+  });
+  EXPECT_EQ(r.exit_code, 70) << r.err;
+  EXPECT_NE(r.err.find("--lease"), std::string::npos) << r.err;
+  // Reported lost a tenth of the lease early (the library's safety margin).
+  EXPECT_GE(took, lease * 9 / 10);
+  EXPECT_LT(took, lease + process_slack);
+}
+
+TEST(CliExec, CommandNotFoundGives127AndNotExecutableGives126) {
+  redis_server server;
+  temp_dir dir;
+  const std::string name = unique_key("missing"), not_executable = dir / "script";
+  std::ofstream(not_executable) << "#!/bin/sh\necho hi\n";
+  ::chmod(not_executable.c_str(), 0644);
+
+  auto r = run_cli(server.url(), {"exec", name, "--", "dlock-test-no-such-command"});
+  EXPECT_EQ(r.exit_code, 127) << r.err;
+  EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+  r = run_cli(server.url(), {"exec", name, "--", dir / "no-such-file"});
+  EXPECT_EQ(r.exit_code, 127) << r.err;
+  r = run_cli(server.url(), {"exec", name, "--", not_executable});
+  EXPECT_EQ(r.exit_code, 126) << r.err;
+  EXPECT_FALSE(status_json(server.url(), name)["locked"].boolean) << "the lock was kept";
+}
+
+// --- errors ------------------------------------------------------------------------------------
+
+TEST(CliErrors, AnUnreachableServerGives69) {
+  const std::string url = "redis://127.0.0.1:" + std::to_string(tools::find_free_port());
+  temp_dir dir;
+  const std::string marker = dir / "ran";
+  auto r = run_cli(url, {"exec", "job", "--", "touch", marker});
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_FALSE(fs::exists(marker));
+  EXPECT_EQ(run_cli(url, {"status", "job"}).exit_code, 69);
+  EXPECT_EQ(run_cli(url, {"unlock", "--force", "job"}).exit_code, 69);
+  EXPECT_EQ(run_cli(url, {"ping"}).exit_code, 69);
+}
+
+TEST(CliErrors, AWrongPasswordGives69) {
+  tools::redis_process_options o;
+  o.password = "s3cret";
+  redis_server server{o};
+  const std::string wrong = "redis://:wrong@127.0.0.1:" + std::to_string(server.port());
+  const std::string name = unique_key("auth");
+  auto r = run_cli(wrong, {"exec", name, "--", "true"});
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_NE(r.err.find("authentication"), std::string::npos) << r.err;
+  EXPECT_EQ(run_cli(wrong, {"status", name}).exit_code, 69);
+  // The right password works, so 69 was about the password.
+  EXPECT_EQ(run_cli(server.url(), {"exec", name, "--", "true"}).exit_code, 0);
+}
+
+TEST(CliErrors, BadUsageGives64AndRunsNothing) {
+  temp_dir dir;
+  const std::string marker = dir / "ran";
+  const std::vector<std::vector<std::string>> cases{
+      {},
+      {"frobnicate"},
+      {"exec", "job"},
+      {"exec", "-n", "-w", "1", "job", "--", "touch", marker},
+      {"exec", "--lease", "5", "--watchdog", "3", "job", "--", "touch", marker},
+      {"exec", "-w", "-1", "job", "--", "touch", marker},
+      {"exec", "-w", "0", "job", "--", "touch", marker},
+      {"exec", "-w", "soon", "job", "--", "touch", marker},
+      {"exec", "--lease", "0", "job", "--", "touch", marker},
+      {"exec", "--watchdog", "nan", "job", "--", "touch", marker},
+      {"exec", "--kill-grace", "-1", "job", "--", "touch", marker},
+      {"exec", "-E", "256", "job", "--", "touch", marker},
+      {"exec", "-E", "x", "job", "--", "touch", marker},
+      {"exec", "--no-such-option", "job", "--", "touch", marker},
+      {"--redis", "redis://127.0.0.1:notaport", "exec", "job", "--", "touch", marker},
+      {"exec", "", "--", "touch", marker},
+      {"status"},
+      {"unlock", "job"},
+      {"demo"},
+      {"demo", "flash-sale", "--buyers", "1"},
+  };
+  for (const auto& args : cases) {
+    std::vector<std::string> argv{cli};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const tools::command_result r = tools::run_command(argv, step_limit);
+    std::string shown;
+    for (const auto& a : args)
+      shown += " '" + a + "'";
+    EXPECT_EQ(r.exit_code, 64) << "dlock" << shown << ": " << r.err;
+    EXPECT_FALSE(r.err.empty()) << "dlock" << shown << " said nothing on stderr";
+  }
+  EXPECT_FALSE(fs::exists(marker)) << "a rejected command line ran its command";
+}
+
+TEST(CliErrors, HelpWorksEverywhereAndVersionIsPrinted) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--help"},
+                                             {"exec", "--help"},
+                                             {"status", "--help"},
+                                             {"unlock", "--help"},
+                                             {"ping", "--help"},
+                                             {"demo", "--help"},
+                                             {"demo", "flash-sale", "--help"},
+                                             {"demo", "reward", "--help"},
+                                             {"demo", "smoke", "--help"}}) {
+    std::vector<std::string> argv{cli};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const tools::command_result r = tools::run_command(argv, step_limit);
+    EXPECT_EQ(r.exit_code, 0) << args.front() << ": " << r.err;
+    EXPECT_NE(r.out.find("Usage:"), std::string::npos) << r.out;
+  }
+  const tools::command_result v = tools::run_command({cli, "--version"}, step_limit);
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(v.out.rfind("dlock ", 0), 0u) << v.out;
+}
+
+// --- status and unlock ---------------------------------------------------------------------------
+
+TEST(CliStatus, JsonDescribesAHeldLockAndThenAFreeOne) {
+  redis_server server;
+  // Quotes, a backslash and non-ASCII text in the name test the JSON escaping.
+  const std::string name = unique_key("report \"q4\" \\ größe");
+  const milliseconds watchdog = 3s;
+  cli_process holder({"--redis", server.url(), "exec", "--watchdog", "3", name, "--", "sh", "-c",
+                      R"(echo "$DLOCK_TOKEN $DLOCK_OWNER"; read line; exit 0)"});
+  const auto line = holder.read_line();
+  ASSERT_TRUE(line) << holder.err();
+  const std::uint64_t token = std::stoull(line->substr(0, line->find(' ')));
+  const std::string owner = line->substr(line->find(' ') + 1);
+
+  const json held = status_json(server.url(), name);
+  EXPECT_EQ(held["name"].text, name);
+  EXPECT_TRUE(held["locked"].boolean);
+  ASSERT_EQ(held["holders"].items.size(), 1u);
+  EXPECT_EQ(held["holders"].items[0]["owner"].text, owner);
+  EXPECT_EQ(held["holders"].items[0]["count"].integer(), 1);
+  EXPECT_GT(held["remaining_ttl_ms"].integer(), 0);
+  EXPECT_LE(held["remaining_ttl_ms"].integer(), watchdog.count());
+  EXPECT_EQ(held["last_fencing_token"].integer(), static_cast<std::int64_t>(token));
+  EXPECT_EQ(held["waiting_clients"].integer(), 0);
+
+  const tools::command_result text = run_cli(server.url(), {"status", name});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find(": locked"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(owner), std::string::npos) << text.out;
+
+  holder.close_stdin();  // the command's `read` returns; it exits 0
+  EXPECT_EQ(holder.wait(), 0) << holder.err();
+  const json freed = status_json(server.url(), name);
+  EXPECT_FALSE(freed["locked"].boolean);
+  EXPECT_TRUE(freed["holders"].items.empty());
+  EXPECT_EQ(freed["remaining_ttl_ms"].integer(), -2);
+  EXPECT_EQ(freed["last_fencing_token"].integer(), static_cast<std::int64_t>(token));
+}
+
+TEST(CliStatus, TheServerComesFromRedisOptionThenDlockRedisUrl) {
+  redis_server server;
+  const std::string name = unique_key("env");
+  const std::string nowhere = "redis://127.0.0.1:" + std::to_string(tools::find_free_port());
+  {
+    cli_process p({"status", "--json", name}, {"DLOCK_REDIS_URL=" + server.url()});
+    const auto line = p.read_line();
+    ASSERT_TRUE(line) << p.err();
+    EXPECT_EQ(json_reader::parse(*line)["name"].text, name);
+    EXPECT_EQ(p.wait(), 0) << p.err();
+  }
+  {
+    cli_process p({"--redis", server.url(), "status", name}, {"DLOCK_REDIS_URL=" + nowhere});
+    EXPECT_EQ(p.wait(), 0) << "--redis must win over DLOCK_REDIS_URL; " << p.err();
+  }
+  {
+    cli_process p({"status", name}, {"DLOCK_REDIS_URL=" + nowhere});
+    EXPECT_EQ(p.wait(), 69) << p.err();
+  }
+}
+
+TEST(CliUnlock, ForceFreesAHeldLockAndWakesAWaitingExec) {
+  redis_server server;
+  const std::string name = unique_key("stuck");
+  client c{server.url()};
+  mutex m = c.get_lock(name);
+  m.lock();  // a 30 s watchdog lease: without unlock --force the waiter would wait 20 s
+  cli_process waiter({"--redis", server.url(), "exec", "-w", "20", name, "--", "echo", "ran"});
+  ASSERT_TRUE(eventually([&] { return m.status().subscribers == 1; })) << waiter.err();
+
+  const auto forced_at = steady_clock::now();
+  const tools::command_result r = run_cli(server.url(), {"unlock", "--force", name});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("released"), std::string::npos) << r.out;
+  EXPECT_EQ(waiter.read_line(process_slack), "ran") << waiter.err();
+  EXPECT_EQ(waiter.wait(process_slack), 0) << waiter.err();
+  EXPECT_LT(steady_clock::now() - forced_at, process_slack);
+
+  const tools::command_result again = run_cli(server.url(), {"unlock", "--force", name});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("not held"), std::string::npos) << again.out;
+  m.unlock();
+}
+
+// --- the demos -----------------------------------------------------------------------------------
+
+TEST(CliDemo, FlashSaleWithoutRedisSellsExactlyTheStockWithALock) {
+  const tools::command_result r =
+      tools::run_command({cli, "demo", "flash-sale", "--buyers", "12", "--stock", "4"}, 60s);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("private redis-server"), std::string::npos) << r.out;
+  auto result = result_line(r.out);
+  EXPECT_EQ(result["locked_orders"], "4") << r.out;
+  EXPECT_EQ(result["locked_stock_left"], "0") << r.out;
+  EXPECT_EQ(result["fenced_orders"], "4") << r.out;
+  EXPECT_EQ(result["fenced_stock_left"], "0") << r.out;
+  EXPECT_EQ(result["stale_writes_refused"], "1") << r.out;
+  EXPECT_EQ(result["verdict"], "pass") << r.out;
+}
+
+TEST(CliDemo, RewardIsPaidOnceWithALock) {
+  const tools::command_result r =
+      tools::run_command({cli, "demo", "reward", "--members", "8"}, 60s);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto result = result_line(r.out);
+  EXPECT_EQ(result["locked_payouts"], "1") << r.out;
+  EXPECT_EQ(result["verdict"], "pass") << r.out;
+}
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,81 @@
+#include "cli_support.hpp"
+
+#include <fmt/core.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "exit_codes.hpp"
+#include "redis_process.hpp"
+
+namespace dlock::cli {
+
+std::string resolve_redis_url(const std::string& from_option) {
+  if (!from_option.empty()) return from_option;
+  const char* env = std::getenv("DLOCK_REDIS_URL");
+  return env != nullptr && *env != '\0' ? env : "redis://127.0.0.1:6379";
+}
+
+std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text,
+                                                       std::string_view option, bool allow_zero,
+                                                       std::string& problem) {
+  // A year is far beyond any sensible wait or lease, and keeps the millisecond count (and the
+  // library's deadline arithmetic) far from overflow.
+  constexpr double max_seconds = 365.0 * 24 * 3600;
+  double seconds = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, seconds);
+  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(seconds)) {
+    problem =
+        fmt::format("{} expects a number of seconds such as 5 or 0.25, not '{}'", option, text);
+    return std::nullopt;
+  }
+  if (seconds < 0 || (seconds == 0 && !allow_zero)) {
+    problem = fmt::format("{} must be {} seconds, not {}", option,
+                          allow_zero ? "zero or more" : "more than zero", text);
+    return std::nullopt;
+  }
+  if (seconds > max_seconds) {
+    problem = fmt::format("{} {} is more than a year", option, text);
+    return std::nullopt;
+  }
+  const auto ms = std::llround(seconds * 1000);
+  if (ms == 0 && seconds != 0) {
+    problem = fmt::format("{} {} is shorter than a millisecond, the smallest step", option, text);
+    return std::nullopt;
+  }
+  return std::chrono::milliseconds(ms);
+}
+
+std::string format_seconds(std::chrono::milliseconds d) {
+  const auto ms = d.count();
+  if (ms % 1000 == 0) return fmt::format("{} s", ms / 1000);
+  std::string text = fmt::format("{:.3f}", static_cast<double>(ms) / 1000);
+  while (text.back() == '0')
+    text.pop_back();
+  return text + " s";
+}
+
+int exit_code_for(std::error_code ec) {
+  return ec == errc::invalid_argument ? exit_usage : exit_unavailable;
+}
+
+void print_error(std::string_view message) {
+  // One write, so that lines of concurrent dlock processes sharing a terminal do not interleave.
+  const std::string line = fmt::format("dlock: {}\n", message);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+demo_server::demo_server(const std::string& redis_url) : url_(redis_url) {
+  if (!url_.empty()) return;
+  fmt::print("Starting a private redis-server on a free loopback port...\n");
+  std::fflush(stdout);
+  private_ = std::make_unique<tools::redis_process>();
+  url_ = private_->url();
+}
+
+demo_server::~demo_server() = default;
+
+}  // namespace dlock::cli

@@ -1,0 +1,415 @@
+// dlock exec: take a lock, run a command under it, release the lock when the command has exited.
+//
+// Everything is an event; nothing sleeps or polls. The signals dlock handles are blocked in every
+// thread (the mask is set before the client starts its I/O thread) and read from one signalfd;
+// the asynchronous acquisition completes through a pipe; a lost hold (the lease's stop_token)
+// writes a byte to another pipe; the kill grace period is the timeout of poll(). The hold is a
+// dlock::lock_lease, which belongs to no thread.
+//
+//   waiting for the lock ──INT/TERM/HUP──> cancel the wait, exit 128+sig, the command never runs
+//        │ acquired
+//        v
+//   command running ──INT/TERM/HUP──> forwarded to the command (see command_process)
+//        │        └──hold lost──> SIGTERM to the command, SIGKILL after --kill-grace, exit 70
+//        │ command exited
+//        v
+//   release the lock; exit with the command's code (70 if the hold was lost meanwhile)
+#include "exec.hpp"
+
+#include <dirent.h>
+#include <fmt/core.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stop_token>
+
+#include "cli_support.hpp"
+#include "dlock/dlock.hpp"
+#include "posix_support.hpp"
+
+extern char** environ;  // NOLINT: POSIX declares it nowhere else
+
+namespace dlock::cli {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// Sent on to the command; while dlock still waits for the lock they end it.
+constexpr std::array forwarded_signals{SIGINT, SIGTERM, SIGHUP};
+
+bool is_forwarded(int sig) {
+  return std::find(forwarded_signals.begin(), forwarded_signals.end(), sig) !=
+         forwarded_signals.end();
+}
+
+sigset_t make_sigset(std::initializer_list<int> signals) {
+  sigset_t set;
+  ::sigemptyset(&set);
+  for (int s : signals)
+    ::sigaddset(&set, s);
+  return set;
+}
+
+// The descriptors open now. Taken first thing, it is the set dlock inherited, which the command
+// inherits too; descriptors dlock opens later (its Redis sockets are not close-on-exec) must not
+// leak into the command, where they would keep dlock's connections open after dlock is gone.
+std::set<int> open_descriptors() {
+  std::set<int> fds;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return fds;  // no /proc: nothing is marked, as without this step
+  const int own = ::dirfd(dir);
+  while (const dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const int fd = std::atoi(entry->d_name);
+    if (fd != own) fds.insert(fd);
+  }
+  ::closedir(dir);
+  return fds;
+}
+
+void close_on_exec_except(const std::set<int>& inherited) {
+  for (const int fd : open_descriptors()) {
+    if (inherited.contains(fd)) continue;
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && (flags & FD_CLOEXEC) == 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+}
+
+// One pending signal from a non-blocking signalfd; ssi_signo is 0 when there is none.
+signalfd_siginfo read_signal(int signal_fd) {
+  signalfd_siginfo info{};
+  if (::read(signal_fd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) {
+    info.ssi_signo = 0;
+  }
+  return info;
+}
+
+// The completion of the asynchronous acquisition, handed from the client's I/O thread (where the
+// handler runs and must not block) to the main thread through a pipe that poll() watches. Shared
+// with the handler, so it outlives a completion that comes late.
+class acquisition {
+ public:
+  acquisition() : wake_(make_pipe(O_NONBLOCK)) {}
+
+  static lease_handler handler(std::shared_ptr<acquisition> self) {
+    return [self = std::move(self)](std::error_code ec, lock_lease lease) {
+      {
+        std::lock_guard lock(self->mutex_);
+        self->ec_ = ec;
+        self->lease_ = std::move(lease);
+        self->done_ = true;
+      }
+      const char byte = 1;
+      (void)!::write(self->wake_.write.get(), &byte, 1);
+    };
+  }
+  int fd() const { return wake_.read.get(); }
+  bool done() {
+    std::lock_guard lock(mutex_);
+    return done_;
+  }
+  // After done(): the outcome.
+  std::error_code error() {
+    std::lock_guard lock(mutex_);
+    return ec_;
+  }
+  lock_lease take_lease() {
+    std::lock_guard lock(mutex_);
+    return std::move(lease_);
+  }
+
+ private:
+  pipe_ends wake_;
+  std::mutex mutex_;
+  bool done_ = false;  // guarded by mutex_, as are ec_ and lease_
+  std::error_code ec_;
+  lock_lease lease_;
+};
+
+// Whether the lock's hash still records the lease's hold. When Redis cannot be asked, the
+// library's view stands: it reports a hold it could not confirm in time as lost.
+bool still_held(const dlock::mutex& m, const lock_lease& lease) {
+  try {
+    const lock_status s = m.status();
+    const std::string& owner = lease.owner_id();
+    return std::any_of(s.holders.begin(), s.holders.end(),
+                       [&](const lock_holder& h) { return h.owner == owner; });
+  } catch (const dlock::error& e) {
+    return e.code() != errc::server_error;  // the key now holds something else than a lock
+  }
+}
+
+// The command's environment: dlock's, with DLOCK_NAME, DLOCK_TOKEN and DLOCK_OWNER set.
+std::vector<std::string> command_environment(const exec_options& o, const lock_lease& lease) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_TOKEN=") ||
+        entry.starts_with("DLOCK_OWNER=")) {
+      continue;
+    }
+    env.emplace_back(entry);
+  }
+  env.push_back("DLOCK_NAME=" + o.name);
+  env.push_back("DLOCK_TOKEN=" + std::to_string(lease.fencing_token()));
+  env.push_back("DLOCK_OWNER=" + lease.owner_id());
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (auto& s : strings)
+    out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// The command as a child process, in one of two setups:
+//  - dlock in the foreground of a terminal (interactive): the command stays in dlock's process
+//    group, so that it can read the terminal, job control (Ctrl-Z, fg) and pipelines such as
+//    `dlock exec x -- make | less` work as without dlock, and Ctrl-C reaches it directly.
+//  - otherwise (cron, scripts, services): its own process group, so that forwarded signals and a
+//    lost lock reach everything it started, not only the child itself.
+class command_process {
+ public:
+  // Starts the command; throws std::system_error with the errno of posix_spawnp (ENOENT when it
+  // is not found) when it cannot.
+  command_process(const exec_options& o, std::vector<std::string> env, const sigset_t& mask)
+      : own_group_(::isatty(STDIN_FILENO) != 1 || ::tcgetpgrp(STDIN_FILENO) != ::getpgrp()) {
+    std::vector<std::string> argv_storage = o.command;
+    const std::vector<char*> argv = c_strings(argv_storage);
+    const std::vector<char*> envp = c_strings(env);
+    posix_spawnattr_t attr;
+    ::posix_spawnattr_init(&attr);
+    ::posix_spawnattr_setflags(&attr, static_cast<short>(POSIX_SPAWN_SETSIGMASK |
+                                                         (own_group_ ? POSIX_SPAWN_SETPGROUP : 0)));
+    ::posix_spawnattr_setpgroup(&attr, 0);
+    ::posix_spawnattr_setsigmask(&attr, &mask);
+    const int rc = ::posix_spawnp(&pid_, argv[0], nullptr, &attr, argv.data(), envp.data());
+    ::posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+      pid_ = -1;
+      throw std::system_error(rc, std::generic_category(), "posix_spawnp");
+    }
+  }
+  // Only reached with the child reaped, except when an exception unwinds run_exec: then the
+  // command is killed rather than left running without its lock.
+  ~command_process() {
+    if (pid_ > 0) {
+      signal(SIGKILL);
+      siginfo_t info{};
+      ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED);
+    }
+  }
+  command_process(const command_process&) = delete;
+  command_process& operator=(const command_process&) = delete;
+
+  // Sends `sig` to the command: its process group, or itself when it shares dlock's. Only until
+  // it is reaped, so the id cannot belong to someone else by then.
+  void signal(int sig) const {
+    if (pid_ > 0) ::kill(own_group_ ? -pid_ : pid_, sig);
+  }
+
+  // Whether a signal that reached dlock should be passed on. Signals from the terminal (Ctrl-C,
+  // hangup) went to the whole foreground group: a command sharing it has them already.
+  bool should_forward(const signalfd_siginfo& info) const {
+    return is_forwarded(static_cast<int>(info.ssi_signo)) &&
+           (own_group_ || info.ssi_code != SI_KERNEL);
+  }
+
+  struct ending {
+    int exit_code;  // its status, or 128 + signal
+    int signal;     // the signal that killed it, 0 if it exited
+  };
+  // Returns how the command ended once it has, without blocking. `before_reap` runs while the
+  // child is a zombie, when its process group id cannot have been reused yet.
+  template <typename F>
+  std::optional<ending> check(F&& before_reap) {
+    if (pid_ <= 0) return std::nullopt;
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        info.si_pid == 0) {
+      return std::nullopt;
+    }
+    before_reap();
+    ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED);
+    pid_ = -1;
+    if (info.si_code == CLD_EXITED) return ending{info.si_status, 0};
+    return ending{exit_signal_base + info.si_status, info.si_status};
+  }
+
+ private:
+  const bool own_group_;
+  pid_t pid_ = -1;  // -1 once reaped
+};
+
+}  // namespace
+
+int run_exec(const exec_options& o) {
+  const std::set<int> inherited = open_descriptors();
+
+  // Blocked in this thread before any other exists, so in every thread: these signals wait in the
+  // signalfd instead of interrupting anyone. The command gets the original mask.
+  const sigset_t handled = make_sigset({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
+  sigset_t original;
+  ::pthread_sigmask(SIG_BLOCK, &handled, &original);
+  const unique_fd signals(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signals.valid()) {
+    print_error(fmt::format("signalfd: {}", std::strerror(errno)));
+    return exit_os_error;
+  }
+
+  try {
+    client_options copts = client_options::from_url(o.redis_url);
+    if (o.watchdog) copts.lock_watchdog_timeout = *o.watchdog;
+    dlock::client redis{copts};
+    dlock::mutex m = redis.get_lock(o.name);
+    // Connection and authentication problems surface here, with the server's own words.
+    redis.command({"PING"});
+
+    // Waiting, cancelled by a signal: the library then completes with errc::cancelled, or
+    // releases a hold that was arriving at that moment.
+    const auto waiting = std::make_shared<acquisition>();
+    std::stop_source give_up;
+    acquire_options wait_options{
+        .wait = o.nonblock ? std::optional(std::chrono::milliseconds(0)) : o.wait,
+        .lease = o.lease,
+        .cancel = give_up.get_token()};
+    m.async_acquire(wait_options, acquisition::handler(waiting));
+    int signalled = 0;
+    while (!waiting->done()) {
+      std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{waiting->fd(), POLLIN, 0}};
+      if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) throw os_error("poll");
+      for (int sig = 0; (sig = static_cast<int>(read_signal(signals.get()).ssi_signo)) != 0;) {
+        if (signalled == 0 && is_forwarded(sig)) {
+          signalled = sig;
+          give_up.request_stop();
+        }
+      }
+    }
+    // Released on every way out, after the command (declared later) has been reaped.
+    lock_lease lease = waiting->take_lease();
+    // A signal right after the acquisition still counts as "while waiting".
+    for (int sig = 0;
+         signalled == 0 && (sig = static_cast<int>(read_signal(signals.get()).ssi_signo)) != 0;) {
+      if (is_forwarded(sig)) signalled = sig;
+    }
+    if (signalled != 0) {
+      print_error(fmt::format("{} while waiting for lock '{}'; the command was not run",
+                              signal_name(signalled), o.name));
+      return exit_signal_base + signalled;
+    }
+    if (const std::error_code ec = waiting->error()) {
+      print_error(fmt::format("lock '{}': {}", o.name, ec.message()));
+      return exit_code_for(ec);
+    }
+    if (!lease) {
+      print_error(o.nonblock
+                      ? fmt::format("lock '{}' is held; the command was not run (-n)", o.name)
+                      : fmt::format("lock '{}' is still held after waiting {}; the "
+                                    "command was not run",
+                                    o.name, format_seconds(*o.wait)));
+      return o.conflict_exit_code;
+    }
+
+    // The lease's stop_token stops on the I/O thread; the callback turns that into a readable
+    // pipe. It runs at once if the hold is already lost.
+    const pipe_ends lost_pipe = make_pipe(O_NONBLOCK);
+    const std::stop_callback on_lost(lease.stop_token(), [fd = lost_pipe.write.get()]() noexcept {
+      const char byte = 1;
+      (void)!::write(fd, &byte, 1);
+    });
+
+    close_on_exec_except(inherited);
+    std::optional<command_process> child;
+    try {
+      child.emplace(o, command_environment(o, lease), original);
+    } catch (const std::system_error& e) {
+      const bool missing = e.code() == std::errc::no_such_file_or_directory;
+      print_error(fmt::format("cannot run '{}': {}", o.command.front(),
+                              missing ? "command not found" : e.code().message()));
+      return missing ? exit_not_found : exit_cannot_execute;
+    }
+
+    bool lost = false;
+    auto report_lost = [&](std::string_view action) {
+      lost = true;
+      const std::string reason =
+          o.lease ? fmt::format("its --lease of {} ran out", format_seconds(*o.lease))
+                  : std::string("it was deleted or taken, or Redis could not confirm it in time");
+      print_error(
+          fmt::format("lost lock '{}' while the command ran ({}){}", o.name, reason, action));
+    };
+    std::optional<clock_type::time_point> kill_at;
+    std::optional<command_process::ending> ended;
+    while (!ended) {
+      std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0},
+                                pollfd{lost_pipe.read.get(), POLLIN, 0}};
+      if (::poll(fds.data(), fds.size(), kill_at ? poll_timeout(*kill_at) : -1) < 0 &&
+          errno != EINTR) {
+        throw os_error("poll");
+      }
+      if (!lost && fds[1].revents != 0) {
+        if (o.kill_grace.count() == 0) {
+          report_lost(": sending SIGKILL to the command");
+          child->signal(SIGKILL);
+        } else {
+          report_lost(fmt::format(": sending SIGTERM to the command, SIGKILL in {}",
+                                  format_seconds(o.kill_grace)));
+          child->signal(SIGTERM);
+          child->signal(SIGCONT);  // a stopped command must run to act on SIGTERM
+          kill_at = clock_type::now() + o.kill_grace;
+        }
+      }
+      if (kill_at && clock_type::now() >= *kill_at) {
+        print_error(fmt::format("the command outlived the {} grace period: sending SIGKILL",
+                                format_seconds(o.kill_grace)));
+        child->signal(SIGKILL);
+        kill_at.reset();
+      }
+      for (signalfd_siginfo info = read_signal(signals.get()); info.ssi_signo != 0;
+           info = read_signal(signals.get())) {
+        if (child->should_forward(info)) child->signal(static_cast<int>(info.ssi_signo));
+      }
+      // Checked on every wake-up: a SIGCHLD may have been read together with other signals.
+      ended = child->check([&] {
+        // What the command of a lost lock left behind in its process group goes too.
+        if (lost) child->signal(SIGKILL);
+      });
+    }
+
+    // Renewals notice a lost hold only every third of the lease, so a lock deleted or taken since
+    // the last one would go unnoticed: one look at the lock before releasing it closes that gap.
+    if (!lost && !still_held(m, lease)) report_lost(", noticed when it ended");
+    // The hold may also have been reported lost just now, with the pipe not yet read.
+    if (lease.release() == errc::lock_lost && !lost) report_lost("");
+    if (lost) {
+      const std::string how = ended->signal != 0 ? "by " + signal_name(ended->signal)
+                                                 : fmt::format("with status {}", ended->exit_code);
+      print_error(fmt::format("the command ended {} after lock '{}' was lost; exit status {}", how,
+                              o.name, exit_lock_lost));
+      return exit_lock_lost;
+    }
+    return ended->exit_code;
+  } catch (const dlock::error& e) {
+    print_error(fmt::format("lock '{}': {}", o.name, e.what()));
+    return exit_code_for(e);
+  } catch (const std::system_error& e) {
+    print_error(e.what());
+    return exit_os_error;
+  }
+}
+
+}  // namespace dlock::cli

@@ -1,0 +1,16 @@
+// `dlock status NAME [--json]` and `dlock unlock --force NAME`: look at a lock, or break it.
+#pragma once
+
+#include <string>
+
+namespace dlock::cli {
+
+// Prints who holds `name`, its remaining lease, its last fencing token and how many clients wait
+// for it; human-readable, or one JSON object with `json`. Returns an exit code (exit_codes.hpp).
+int run_status(const std::string& redis_url, const std::string& name, bool json);
+
+// Deletes the lock whoever holds it and wakes its waiters; says whether there was one. Exit code 0
+// either way (the lock is free afterwards), like `rm -f`.
+int run_force_unlock(const std::string& redis_url, const std::string& name);
+
+}  // namespace dlock::cli
