@@ -1,5 +1,7 @@
 #include "net/transport.hpp"
 
+#include <fcntl.h>
+
 #include <openssl/ssl.h>
 
 #include "dlock/error.hpp"
@@ -53,11 +55,21 @@ transport::tcp::socket& transport::tcp_socket() {
   return std::get<std::unique_ptr<tls_stream>>(stream_)->next_layer();
 }
 
+namespace {
+// Asio opens sockets without SOCK_CLOEXEC: a program that starts other programs (the dlock
+// command does) would hand them its Redis connections, which then outlive it.
+void set_close_on_exec(int fd) {
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) (void)::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+}  // namespace
+
 void transport::async_connect(connect_handler done) {
   if (auto* s = std::get_if<unix_socket>(&stream_)) {
     s->async_connect(asio::local::stream_protocol::endpoint(options_.unix_path),
-                     [done = std::move(done)](std::error_code ec) {
+                     [s, done = std::move(done)](std::error_code ec) {
                        if (ec) return done(make_error_code(errc::connect_failed), ec.message());
+                       set_close_on_exec(s->native_handle());
                        done({}, {});
                      });
     return;
@@ -72,6 +84,7 @@ void transport::async_connect(connect_handler done) {
             tcp_socket(), results,
             [this, done = std::move(done)](std::error_code ec2, const tcp::endpoint&) mutable {
               if (ec2) return done(make_error_code(errc::connect_failed), ec2.message());
+              set_close_on_exec(tcp_socket().native_handle());
               tcp_socket().set_option(tcp::no_delay(true), ec2);
               auto* tls = std::get_if<std::unique_ptr<tls_stream>>(&stream_);
               if (!tls) return done({}, {});

@@ -1,5 +1,9 @@
 // The client against a real redis-server: replies, ordering under concurrency, scripts.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <atomic>
 #include <future>
@@ -21,6 +25,31 @@ class ClientTest : public ::testing::Test {
   redis_server server;
   client c{server.url()};
 };
+
+// Sockets of this process that a started program would inherit.
+int inheritable_sockets() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(entry.path(), ec);
+    if (ec || target.string().rfind("socket:", 0) != 0) continue;
+    const int fd = std::stoi(entry.path().filename().string());
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && (flags & FD_CLOEXEC) == 0) ++n;
+  }
+  return n;
+}
+
+TEST_F(ClientTest, ConnectionsAreNotInheritedByStartedPrograms) {
+  const int before = inheritable_sockets();
+  client other{server.url()};
+  other.command({"PING"});
+  std::promise<void> subscribed;
+  auto sub = other.subscribe(
+      "some-channel", [](std::string_view) {}, [&] { subscribed.set_value(); });
+  ASSERT_EQ(subscribed.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(inheritable_sockets(), before) << "a Redis socket lacks FD_CLOEXEC";
+}
 
 TEST_F(ClientTest, RepliesOfEveryType) {
   const std::string key = unique_key("k");
