@@ -667,6 +667,23 @@ TEST(CliExec, CommandNotFoundGives127AndNotExecutableGives126) {
   EXPECT_FALSE(status_json(server.url(), name)["locked"].boolean) << "the lock was kept";
 }
 
+// Review finding: started with SIGCHLD ignored (a parent's choice that survives exec), dlock never
+// saw the command end and kept the lock.
+TEST(CliExec, AnIgnoredSigchldInheritedByDlockDoesNotHideTheCommandsEnd) {
+  redis_server server;
+  const std::string name = unique_key("chld");
+  // (sh cannot ignore SIGCHLD for the programs it starts; python can.)
+  const std::string start_ignoring =
+      "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+      "os.execv(sys.argv[1], sys.argv[1:])";
+  const auto r = tools::run_command({"/usr/bin/python3", "-c", start_ignoring, cli, "--redis",
+                                     server.url(), "exec", name, "--", "sh", "-c", "exit 3"},
+                                    step_limit);
+  EXPECT_FALSE(r.timed_out) << "dlock waited for a command that had ended";
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_FALSE(status_json(server.url(), name)["locked"].boolean);
+}
+
 // --- errors ------------------------------------------------------------------------------------
 
 TEST(CliErrors, AnUnreachableServerGives69) {

@@ -186,17 +186,25 @@ class command_process {
  public:
   // Starts the command; throws std::system_error with the errno of posix_spawnp (ENOENT when it
   // is not found) when it cannot.
-  command_process(const exec_options& o, std::vector<std::string> env, const sigset_t& mask)
-      : own_group_(::isatty(STDIN_FILENO) != 1 || ::tcgetpgrp(STDIN_FILENO) != ::getpgrp()) {
+  // `mask`: the signal mask dlock inherited; `default_sigpipe`: whether SIGPIPE had its default
+  // action before dlock ignored it for itself.
+  command_process(const exec_options& o, std::vector<std::string> env, const sigset_t& mask,
+                  bool default_sigpipe)
+      : own_group_(!in_terminal_foreground()) {
     std::vector<std::string> argv_storage = o.command;
     const std::vector<char*> argv = c_strings(argv_storage);
     const std::vector<char*> envp = c_strings(env);
     posix_spawnattr_t attr;
     ::posix_spawnattr_init(&attr);
-    ::posix_spawnattr_setflags(&attr, static_cast<short>(POSIX_SPAWN_SETSIGMASK |
-                                                         (own_group_ ? POSIX_SPAWN_SETPGROUP : 0)));
+    ::posix_spawnattr_setflags(&attr,
+                               static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                                  (own_group_ ? POSIX_SPAWN_SETPGROUP : 0)));
     ::posix_spawnattr_setpgroup(&attr, 0);
     ::posix_spawnattr_setsigmask(&attr, &mask);
+    // What dlock changed for itself goes back to what the command would have had without dlock.
+    const sigset_t defaults =
+        default_sigpipe ? make_sigset({SIGPIPE, SIGCHLD}) : make_sigset({SIGCHLD});
+    ::posix_spawnattr_setsigdefault(&attr, &defaults);
     const int rc = ::posix_spawnp(&pid_, argv[0], nullptr, &attr, argv.data(), envp.data());
     ::posix_spawnattr_destroy(&attr);
     if (rc != 0) {
@@ -239,10 +247,11 @@ class command_process {
   std::optional<ending> check(F&& before_reap) {
     if (pid_ <= 0) return std::nullopt;
     siginfo_t info{};
-    if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-        info.si_pid == 0) {
-      return std::nullopt;
+    if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      if (errno == EINTR) return std::nullopt;
+      throw os_error("waitid");  // ECHILD: reaped behind dlock's back; never "still running"
     }
+    if (info.si_pid == 0) return std::nullopt;
     before_reap();
     ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED);
     pid_ = -1;
@@ -251,6 +260,16 @@ class command_process {
   }
 
  private:
+  // In a terminal's foreground: dlock's process group is the one the controlling terminal
+  // serves. Asked of /dev/tty, not stdin, which may be a pipe in an interactive pipeline.
+  static bool in_terminal_foreground() {
+    const int tty = ::open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    if (tty < 0) return false;  // no controlling terminal: cron, services, scripts
+    const bool foreground = ::tcgetpgrp(tty) == ::getpgrp();
+    ::close(tty);
+    return foreground;
+  }
+
   const bool own_group_;
   pid_t pid_ = -1;  // -1 once reaped
 };
@@ -265,6 +284,16 @@ int run_exec(const exec_options& o) {
   const sigset_t handled = make_sigset({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
   sigset_t original;
   ::pthread_sigmask(SIG_BLOCK, &handled, &original);
+  // SIGCHLD ignored by whoever started dlock would make the kernel reap the command unseen; a
+  // closed stderr must not kill dlock (SIGPIPE) before it has stopped a command that lost its lock.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  ::sigaction(SIGCHLD, &default_action, nullptr);
+  struct sigaction ignore_action {};
+  ignore_action.sa_handler = SIG_IGN;
+  struct sigaction old_sigpipe {};
+  ::sigaction(SIGPIPE, &ignore_action, &old_sigpipe);
+  const bool default_sigpipe = old_sigpipe.sa_handler != SIG_IGN;
   const unique_fd signals(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signals.valid()) {
     print_error(fmt::format("signalfd: {}", std::strerror(errno)));
@@ -332,10 +361,15 @@ int run_exec(const exec_options& o) {
       (void)!::write(fd, &byte, 1);
     });
 
+    if (lease.lost()) {
+      // Lost between the acquisition and now (a tiny --lease, a force unlock): do not start.
+      print_error(fmt::format("lost lock '{}' before the command started; it was not run", o.name));
+      return exit_lock_lost;
+    }
     close_on_exec_except(inherited);
     std::optional<command_process> child;
     try {
-      child.emplace(o, command_environment(o, lease), original);
+      child.emplace(o, command_environment(o, lease), original, default_sigpipe);
     } catch (const std::system_error& e) {
       const bool missing = e.code() == std::errc::no_such_file_or_directory;
       print_error(fmt::format("cannot run '{}': {}", o.command.front(),
@@ -355,22 +389,24 @@ int run_exec(const exec_options& o) {
     std::optional<clock_type::time_point> kill_at;
     std::optional<command_process::ending> ended;
     while (!ended) {
+      // Once the loss is handled its pipe stays readable: poll() then ignores it (fd -1).
       std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0},
-                                pollfd{lost_pipe.read.get(), POLLIN, 0}};
+                                pollfd{lost ? -1 : lost_pipe.read.get(), POLLIN, 0}};
       if (::poll(fds.data(), fds.size(), kill_at ? poll_timeout(*kill_at) : -1) < 0 &&
           errno != EINTR) {
         throw os_error("poll");
       }
       if (!lost && fds[1].revents != 0) {
+        // Signal first, then say so: the command must stop even if writing to stderr fails.
         if (o.kill_grace.count() == 0) {
-          report_lost(": sending SIGKILL to the command");
           child->signal(SIGKILL);
+          report_lost(": sent SIGKILL to the command");
         } else {
-          report_lost(fmt::format(": sending SIGTERM to the command, SIGKILL in {}",
-                                  format_seconds(o.kill_grace)));
           child->signal(SIGTERM);
           child->signal(SIGCONT);  // a stopped command must run to act on SIGTERM
           kill_at = clock_type::now() + o.kill_grace;
+          report_lost(fmt::format(": sent SIGTERM to the command, SIGKILL in {}",
+                                  format_seconds(o.kill_grace)));
         }
       }
       if (kill_at && clock_type::now() >= *kill_at) {

@@ -79,8 +79,9 @@ std::optional<exec_options> check_exec(exec_options o, const exec_arguments& a,
 }
 
 constexpr std::string_view exec_footer = R"(
-The command runs in its own process group with DLOCK_NAME, DLOCK_TOKEN (the fencing token) and
-DLOCK_OWNER (the lock's hash field) in its environment. SIGINT, SIGTERM and SIGHUP are forwarded
+The command runs with DLOCK_NAME, DLOCK_TOKEN (the fencing token) and DLOCK_OWNER (the lock's
+hash field) in its environment, in its own process group (in dlock's when dlock runs in the
+foreground of a terminal). SIGINT, SIGTERM and SIGHUP are forwarded
 to it; the lock is released once it has exited. If the lock is lost while it runs, it gets
 SIGTERM, SIGKILL after --kill-grace, and dlock exits 70.
 

@@ -71,6 +71,19 @@ int run_reward_demo(const reward_options& o) {
     const std::string prefix = fmt::format("dlock-demo:reward:{}:family-7:", ::getpid());
     const reward_keys keys(prefix);
     dlock::client redis{server.url()};
+    // Leave nothing behind on a server that is not ours, whichever way this ends.
+    struct cleanup {
+      dlock::client& redis;
+      const reward_keys& keys;
+      ~cleanup() {
+        try {
+          redis.command(
+              {"DEL", keys.lock, keys.claimed_by, keys.payouts, "dlock:fence:{" + keys.lock + "}"});
+        } catch (const dlock::error&) {
+          // Redis went away: nothing to clean.
+        }
+      }
+    } clean_up{redis, keys};
     const race_split split = split_participants(o.members);
 
     auto run = [&](bool locked) {
@@ -95,8 +108,6 @@ int run_reward_demo(const reward_options& o) {
     fmt::print(
         "[2/2] With dlock: each member holds the family's lock while it checks and claims\n");
     const claim_result locked = run(true);
-    redis.command(
-        {"DEL", keys.lock, keys.claimed_by, keys.payouts, "dlock:fence:{" + keys.lock + "}"});
 
     const bool ok = locked.payouts == 1;
     fmt::print("Verdict\n");
