@@ -14,6 +14,8 @@
 #include <system_error>
 #include <utility>
 
+#include "unique_fd.hpp"
+
 namespace dlock::cli {
 
 // A failed system call: what was called, and errno's message.
@@ -23,33 +25,7 @@ class os_error : public std::system_error {
       : std::system_error(errno, std::generic_category(), call) {}
 };
 
-// Owns one file descriptor; closes it on destruction.
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~unique_fd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+using tools::unique_fd;
 
 struct pipe_ends {
   unique_fd read;

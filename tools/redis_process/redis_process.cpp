@@ -1,5 +1,7 @@
 #include "redis_process.hpp"
 
+#include "unique_fd.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -46,34 +48,6 @@ constexpr std::size_t failure_log_lines = 20;
   const int saved = errno;
   throw std::runtime_error(std::string(error_prefix) + what + ": " + std::strerror(saved));
 }
-
-// Owns one file descriptor; closes it on destruction.
-class unique_fd {
- public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_(fd) {}
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  unique_fd& operator=(unique_fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~unique_fd() { reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 std::pair<unique_fd, unique_fd> make_pipe() {
   std::array<int, 2> fds{};
