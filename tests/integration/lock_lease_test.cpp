@@ -17,6 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using std::chrono::steady_clock;
+using test::eventually;
 using test::redis_server;
 using test::unique_key;
 
@@ -24,16 +25,6 @@ using test::unique_key;
 constexpr auto timing_slack = 300ms;
 // How long a test waits for an event that should come at once.
 constexpr auto event_limit = 5s;
-
-// Polls `ready` until it holds or `limit` passes; for server-side state that has no event.
-template <typename F>
-bool eventually(F ready, std::chrono::milliseconds limit = event_limit) {
-  for (const auto until = steady_clock::now() + limit; steady_clock::now() < until;) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return ready();
-}
 
 // The outcome of one callback-style acquisition, delivered as an event.
 struct outcome {

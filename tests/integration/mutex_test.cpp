@@ -345,11 +345,7 @@ TEST(Mutex, ForceUnlockWakesWaiters) {
 
 // Whether `m`'s unlock channel gets `n` subscribers within a few seconds (bounded poll: no event).
 bool eventually_subscribed(mutex& m, std::uint64_t n) {
-  for (const auto until = steady_clock::now() + 5s; steady_clock::now() < until;) {
-    if (m.status().subscribers == n) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
+  return test::eventually([&] { return m.status().subscribers == n; });
 }
 
 TEST(Mutex, StatusShowsHoldersTtlTokenAndWaitingClients) {
@@ -368,11 +364,10 @@ TEST(Mutex, StatusShowsHoldersTtlTokenAndWaitingClients) {
   });
   // The waiter's subscription has no event to wait for from here: poll the status, bounded.
   lock_status s;
-  for (const auto until = steady_clock::now() + 5s; steady_clock::now() < until;) {
+  (void)test::eventually([&] {
     s = m.status();
-    if (s.subscribers == 1) break;
-    std::this_thread::sleep_for(10ms);
-  }
+    return s.subscribers == 1;
+  });
   EXPECT_TRUE(s.locked);
   ASSERT_EQ(s.holders.size(), 1u);
   EXPECT_EQ(s.holders[0].owner, m.owner_id());
@@ -521,11 +516,7 @@ TEST(Mutex, ALaterWaiterQueuesBehindEarlierOnesWithoutAnAttempt) {
   admin.command({"CONFIG", "RESETSTAT"});
   auto second = waiter(2);
   // The second waiter joined the queue when metrics say it waited.
-  for (const auto until = steady_clock::now() + 5s;
-       waiters.lock_metrics().waited < 2 && steady_clock::now() < until;) {
-    std::this_thread::sleep_for(5ms);
-  }
-  ASSERT_EQ(waiters.lock_metrics().waited, 2u);
+  ASSERT_TRUE(test::eventually([&] { return waiters.lock_metrics().waited == 2; }));
   // The lock script asks PTTL only on a failed attempt: none since the first waiter queued.
   EXPECT_EQ(command_calls(admin, "pttl"), 0);
   held.unlock();

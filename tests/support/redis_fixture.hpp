@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "redis_process.hpp"
@@ -69,5 +71,17 @@ class redis_server : public tools::redis_process {
  private:
   int exceptions_at_start_;
 };
+
+// Polls `ready` every 10 ms until it holds or `limit` passes. Only for server-side state that has
+// no event to wait for (PUBSUB NUMSUB after a subscription, for example).
+template <typename F>
+bool eventually(F&& ready, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  for (const auto until = std::chrono::steady_clock::now() + limit;
+       std::chrono::steady_clock::now() < until;) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return ready();
+}
 
 }  // namespace dlock::test
