@@ -86,6 +86,17 @@ inline CLI::Validator decimal_whole_number() {
       "");
 }
 
+// A whole-number option from `min` to `max`: decimal digits only (see above), shown as `type_name`.
+template <typename T>
+CLI::Option* add_whole_option(CLI::App& app, const std::string& name, T& value,
+                              const std::string& description, const std::string& type_name, T min,
+                              T max) {
+  return app.add_option(name, value, description)
+      ->type_name(type_name)
+      ->transform(decimal_whole_number())
+      ->check(CLI::Range(min, max));
+}
+
 // A number from `min` to `max`, as strtod reads it; shown in --help like CLI::Range, which would
 // let NaN through.
 inline CLI::Validator number_range(double min, double max) {

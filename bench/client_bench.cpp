@@ -87,28 +87,22 @@ std::optional<int> parse_args(int argc, char** argv, bench_options& o) {
                  "Use this server instead of a private redis-server\n"
                  "(redis:// or unix://; redis-benchmark is pointed at it too)")
       ->type_name("URL");
-  app.add_option("--requests", o.requests,
-                 "Requests per measured run, both sides\n"
-                 "(default: sized to --seconds by the warm-up)")
-      ->type_name("N")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(std::uint64_t{1000}, std::uint64_t{1'000'000'000}));
+  dlock::bench::add_whole_option(app, "--requests", o.requests,
+                                 "Requests per measured run, both sides\n"
+                                 "(default: sized to --seconds by the warm-up)",
+                                 "N", std::uint64_t{1000}, std::uint64_t{1'000'000'000});
   app.add_option("--seconds", o.seconds, "Target length of one measured run (default 2.5)")
       ->type_name("S")
       ->check(dlock::bench::number_range(0.1, 600));
-  app.add_option("--repeat", o.repeat,
-                 "Measured runs per case and side; median reported (default 3)")
-      ->type_name("R")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(1, 100));
-  app.add_option("--threads", o.threads, "Threads of the multi-threaded sync case (default 8)")
-      ->type_name("T")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(1, 1024));
-  app.add_option("--window", o.window, "Requests in flight in the async case (default 128)")
-      ->type_name("W")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(1, 1'000'000));
+  dlock::bench::add_whole_option(app, "--repeat", o.repeat,
+                                 "Measured runs per case and side; median reported (default 3)",
+                                 "R", 1, 100);
+  dlock::bench::add_whole_option(app, "--threads", o.threads,
+                                 "Threads of the multi-threaded sync case (default 8)", "T", 1,
+                                 1024);
+  dlock::bench::add_whole_option(app, "--window", o.window,
+                                 "Requests in flight in the async case (default 128)", "W", 1,
+                                 1'000'000);
   app.add_option("--key", o.key, "Key to INCR\n(default counter:__rand_int__, as redis-benchmark)")
       ->type_name("K")
       ->check([](const std::string& key) {

@@ -98,35 +98,24 @@ std::optional<int> parse_args(int argc, char** argv, bench_options& o) {
   app.add_option("--seconds", o.seconds, "Length of one measured run of (a), (b), (c2) (default 2)")
       ->type_name("S")
       ->check(dlock::bench::number_range(0.1, 600));
-  app.add_option("--repeat", o.repeat, "Runs per scenario and side; median reported (default 3)")
-      ->type_name("R")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(1, 100));
-  app.add_option("--threads", o.threads, "Threads of (b) and (c2) (default 8)")
-      ->type_name("T")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(1, 1024));
-  app.add_option("--hold-ms", o.hold_ms, "(c2) time held (default 1)")
-      ->type_name("H")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(0, 10'000));
-  app.add_option("--think-ms", o.think_ms, "(c2) time between unlock and next lock (default 1)")
-      ->type_name("K")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(0, 10'000));
-  app.add_option("--handoffs", o.handoffs, "(h) handoffs per run of dlock and naive (default 200)")
-      ->type_name("N")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(1, 1'000'000));
-  app.add_option("--baseline-handoffs", o.baseline_handoffs,
-                 "(h) handoffs per run of redis-py and redlock (default 50)")
-      ->type_name("N")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(1, 1'000'000));
-  app.add_option("--pings", o.pings, "PINGs for the RTT (default 2000)")
-      ->type_name("N")
-      ->transform(decimal_whole_number())
-      ->check(CLI::Range(1, 10'000'000));
+  dlock::bench::add_whole_option(app, "--repeat", o.repeat,
+                                 "Runs per scenario and side; median reported (default 3)", "R", 1,
+                                 100);
+  dlock::bench::add_whole_option(app, "--threads", o.threads, "Threads of (b) and (c2) (default 8)",
+                                 "T", 1, 1024);
+  dlock::bench::add_whole_option(app, "--hold-ms", o.hold_ms, "(c2) time held (default 1)", "H", 0,
+                                 10'000);
+  dlock::bench::add_whole_option(app, "--think-ms", o.think_ms,
+                                 "(c2) time between unlock and next lock (default 1)", "K", 0,
+                                 10'000);
+  dlock::bench::add_whole_option(app, "--handoffs", o.handoffs,
+                                 "(h) handoffs per run of dlock and naive (default 200)", "N", 1,
+                                 1'000'000);
+  dlock::bench::add_whole_option(app, "--baseline-handoffs", o.baseline_handoffs,
+                                 "(h) handoffs per run of redis-py and redlock (default 50)", "N",
+                                 1, 1'000'000);
+  dlock::bench::add_whole_option(app, "--pings", o.pings, "PINGs for the RTT (default 2000)", "N",
+                                 1, 10'000'000);
   app.add_option("--python", o.python,
                  "Python with redis-py for the redis-py baseline\n"
                  "(default /usr/bin/python3; 'none' skips it)")
