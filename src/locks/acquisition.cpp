@@ -58,7 +58,7 @@ class lock_service::acquisition : public std::enable_shared_from_this<lock_servi
   void start() {
     if (!begin()) return;
     if (clock::now() < deadline_) {
-      if (const auto ttl = service_->queued_ttl(channel_)) {
+      if (const auto ttl = service_->queued_ttl(name_)) {
         on_held(*ttl, false);  // behind this client's earlier waiters
         return;
       }

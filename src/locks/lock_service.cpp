@@ -239,8 +239,9 @@ bool lock_service::acquire(const std::string& name, const milliseconds* lease,
   check_lease(lease);
   check_not_io_thread();
   const std::uint64_t thread = core::current_thread_key();
-  if (deadline > clock::now() && hold_count(name, thread) == 0) {
-    if (const auto ttl = queued_ttl(unlock_channel(name))) {
+  // Behind this client's earlier waiters, unless this thread re-enters a hold it has.
+  if (deadline > clock::now()) {
+    if (const auto ttl = queued_ttl(name); ttl && hold_count(name, thread) == 0) {
       return wait_for_lock(name, thread, lease, deadline, *ttl, false);
     }
   }
@@ -260,12 +261,8 @@ void lock_service::add_waiter(const std::string& channel, waiter* w,
   std::lock_guard lock(waiters_mutex_);
   auto [it, created] = waiters_.try_emplace(channel);
   it->second.queue.push_back(w);
-  if (ttl_ms) {
-    // In the same critical section, so a newcomer never sees this waiter without the holder.
-    it->second.holder_seen = true;
-    it->second.holder_lease_end =
-        *ttl_ms >= 0 ? std::optional(clock::now() + milliseconds(*ttl_ms)) : std::nullopt;
-  }
+  // In the same critical section, so a newcomer never sees this waiter without the holder.
+  if (ttl_ms) it->second.saw_holder(*ttl_ms);
   if (!created) return;
   try {
     std::weak_ptr<lock_service> weak = weak_from_this();
@@ -291,14 +288,13 @@ void lock_service::note_holder_ttl(const std::string& channel, std::int64_t ttl_
   std::lock_guard lock(waiters_mutex_);
   const auto it = waiters_.find(channel);
   if (it == waiters_.end()) return;
-  it->second.holder_seen = true;
-  it->second.holder_lease_end =
-      ttl_ms >= 0 ? std::optional(clock::now() + milliseconds(ttl_ms)) : std::nullopt;
+  it->second.saw_holder(ttl_ms);
 }
 
-std::optional<std::int64_t> lock_service::queued_ttl(const std::string& channel) {
+std::optional<std::int64_t> lock_service::queued_ttl(const std::string& name) {
   std::lock_guard lock(waiters_mutex_);
-  const auto it = waiters_.find(channel);
+  if (waiters_.empty()) return std::nullopt;
+  const auto it = waiters_.find(unlock_channel(name));
   if (it == waiters_.end() || it->second.queue.empty() || !it->second.holder_seen) {
     return std::nullopt;
   }

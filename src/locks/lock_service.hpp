@@ -129,6 +129,14 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
     // meaningful once `holder_seen`.
     bool holder_seen = false;
     std::optional<clock::time_point> holder_lease_end;
+
+    // A waiter's failed attempt saw the holder with `ttl_ms` left (-1: no TTL).
+    void saw_holder(std::int64_t ttl_ms) {
+      holder_seen = true;
+      holder_lease_end = ttl_ms >= 0
+                             ? std::optional(clock::now() + std::chrono::milliseconds(ttl_ms))
+                             : std::nullopt;
+    }
   };
 
   enum class attempt_status { acquired, reentered, held_by_other };
@@ -198,7 +206,8 @@ class lock_service : public std::enable_shared_from_this<lock_service>,
   // If this client already has waiters for `channel` that saw the holder, its remaining lease as
   // they last saw it (-1: none): a new acquisition queues behind them instead of making an
   // attempt that would fail (first come, first served among this client's waiters).
-  std::optional<std::int64_t> queued_ttl(const std::string& channel);
+  // Cheap when this client has no waiters at all (the uncontended path): no channel name is built.
+  std::optional<std::int64_t> queued_ttl(const std::string& name);
   void remove_waiter(const std::string& channel, waiter* w);
   void on_unlock_message(const std::string& channel);
   void on_subscribed(const std::string& channel);
