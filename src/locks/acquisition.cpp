@@ -15,6 +15,7 @@
 
 #include "core/eval.hpp"
 #include "core/identity.hpp"
+#include "core/sync_call.hpp"
 #include "dlock/error.hpp"
 #include "locks/lock_service.hpp"
 #include "locks/names.hpp"
@@ -41,6 +42,25 @@ class lock_service::acquisition : public std::enable_shared_from_this<lock_servi
 
   // `release_orphans`: whether `key` is used once only (a lease), so that an attempt whose reply
   // was lost must release what it may have taken.
+  static std::shared_ptr<acquisition> create(std::shared_ptr<lock_service> service,
+                                             std::string name, std::uint64_t key,
+                                             bool release_orphans,
+                                             std::optional<milliseconds> lease,
+                                             clock::time_point deadline, std::stop_token cancel,
+                                             completion done) {
+    auto machine =
+        std::make_shared<acquisition>(std::move(service), std::move(name), key, release_orphans,
+                                      lease, deadline, std::move(cancel), std::move(done));
+    // An unlock message for this waiter posts a retry to the I/O thread.
+    machine->waiter_.notify = [weak = machine->weak_from_this(), &io = machine->service_->io_] {
+      asio::post(io, [weak] {
+        if (auto self = weak.lock()) self->on_wake();
+      });
+    };
+    return machine;
+  }
+
+  // Use create().
   acquisition(std::shared_ptr<lock_service> service, std::string name, std::uint64_t key,
               bool release_orphans, std::optional<milliseconds> lease, clock::time_point deadline,
               std::stop_token cancel, completion done)
@@ -72,15 +92,6 @@ class lock_service::acquisition : public std::enable_shared_from_this<lock_servi
     if (!begin()) return;
     attempted_ = attempted;
     on_held(ttl_ms, attempted);
-  }
-
-  // Before start(): the unlock-message notification posts a retry to the I/O thread.
-  void waiter_notify_ready() {
-    waiter_.notify = [weak = weak_from_this(), &io = service_->io_] {
-      asio::post(io, [weak] {
-        if (auto self = weak.lock()) self->on_wake();
-      });
-    };
   }
 
   // On the I/O thread: the client is stopping.
@@ -306,9 +317,8 @@ void lock_service::async_acquire(const std::string& name, const acquire_options&
       // The caller's handler failed; a lease it did not keep is released by its destructor.
     }
   };
-  auto machine = std::make_shared<acquisition>(shared_from_this(), name, key, true, options.lease,
-                                               deadline, options.cancel, std::move(on_done));
-  machine->waiter_notify_ready();
+  auto machine = acquisition::create(shared_from_this(), name, key, true, options.lease, deadline,
+                                     options.cancel, std::move(on_done));
   try {
     with_servers([&](topology::topology&) { asio::post(io_, [machine] { machine->start(); }); });
   } catch (const error& e) {
@@ -319,33 +329,18 @@ void lock_service::async_acquire(const std::string& name, const acquire_options&
 bool lock_service::wait_for_lock(const std::string& name, std::uint64_t key,
                                  const milliseconds* lease, clock::time_point deadline,
                                  std::int64_t ttl_ms, bool attempted) {
-  // The completion notifies while holding the mutex, so this frame outlives its last use.
-  struct outcome {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
-    std::error_code ec;
-    std::string detail;
-    bool held = false;
-  } out;
-  auto machine = std::make_shared<acquisition>(
+  // Blocks like any synchronous request: the outcome travels as a reply (integer 1: held).
+  core::sync_call call;
+  auto machine = acquisition::create(
       shared_from_this(), name, key, false, lease ? std::optional(*lease) : std::nullopt, deadline,
-      std::stop_token{}, [&out](std::error_code ec, const std::string& detail, bool held) {
-        std::lock_guard lock(out.m);
-        out.ec = ec;
-        out.detail = detail;
-        out.held = held;
-        out.done = true;
-        out.cv.notify_one();
+      std::stop_token{},
+      [done = call.handler()](std::error_code ec, const std::string& detail, bool held) {
+        done(ec, ec ? reply::make_error(detail) : reply::make_integer(held ? 1 : 0));
       });
-  machine->waiter_notify_ready();
   with_servers([&](topology::topology&) {
     asio::post(io_, [machine, ttl_ms, attempted] { machine->start_waiting(ttl_ms, attempted); });
   });
-  std::unique_lock lock(out.m);
-  out.cv.wait(lock, [&] { return out.done; });
-  if (out.ec) throw error(out.ec, out.detail);
-  return out.held;
+  return call.wait().integer == 1;
 }
 
 void lock_service::finish_acquisitions() {
