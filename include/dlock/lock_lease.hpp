@@ -80,6 +80,11 @@ class lock_lease {
         token_(token),
         stop_(std::move(stop)) {}
 
+  // Takes `other`'s hold, leaving it empty; this lease must be empty.
+  void take(lock_lease& other) noexcept;
+  // Back to an empty lease (no I/O).
+  void clear() noexcept;
+
   std::shared_ptr<locks::lock_service> service_;
   std::string name_;
   std::string owner_;
