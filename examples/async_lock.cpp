@@ -8,7 +8,7 @@
 int main(int argc, char** argv) {
   dlock::client_options options =
       dlock::client_options::from_url(argc > 1 ? argv[1] : "redis://127.0.0.1:6379");
-  options.on_lock_lost = [](const dlock::lock_loss& loss) {
+  options.locks.on_lock_lost = [](const dlock::lock_loss& loss) {
     std::cerr << "lost " << loss.name << " (reason " << static_cast<int>(loss.reason) << ")\n";
   };
   dlock::client redis{options};

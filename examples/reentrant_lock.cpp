@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
     std::cout << "token " << m.fencing_token() << "\n";
   }  // unlock
 
-  if (m.try_lock_for(std::chrono::milliseconds(200), std::chrono::seconds(10))) {
+  if (m.try_lock_for(std::chrono::milliseconds(200), dlock::lease_time(std::chrono::seconds(10)))) {
     // Explicit 10 s lease, never renewed: if the work outlives it, the lock is gone.
     std::stop_token lost = m.stop_token();
     if (lost.stop_requested()) std::cerr << "lease ran out: stop writing\n";

@@ -8,8 +8,11 @@
 //   c.command({"SET", "greeting", "hello"});
 //   std::string v = c.command({"GET", "greeting"}).str;
 //
-// Lifetime: destroying the client stops its I/O thread; requests still queued complete with
-// errc::client_stopped. Do not destroy a client from inside one of its own callbacks.
+// Lifetime: destroying the client waits up to request_timeout for releases queued by unlock()
+// to reach Redis (none queued: no wait), reports holds still open as lost, stops its I/O thread,
+// and completes requests still queued with errc::client_stopped. Do not destroy a client from
+// inside one of its own callbacks. Lock handles and leases may outlive it (their calls then fail
+// with errc::client_stopped).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "dlock/error.hpp"
+#include "dlock/lock_metrics.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/reply.hpp"
@@ -35,19 +39,6 @@ namespace dlock {
 // Completion of an asynchronous request. On failure `ec` is set and `r` is an error reply whose
 // text describes the failure (for errc::server_error, the server's own message).
 using reply_handler = std::function<void(std::error_code ec, reply r)>;
-
-// What the client's locks have done since it was created; each counter only grows.
-struct lock_metrics {
-  std::uint64_t acquired = 0;         // first holds taken (blocking and asynchronous)
-  std::uint64_t reentered = 0;        // re-entries of a hold this thread had
-  std::uint64_t waited = 0;           // acquisitions that found the lock taken and waited
-  std::uint64_t timed_out = 0;        // acquisitions whose wait ran out
-  std::uint64_t released = 0;         // holds given up by their last unlock / release
-  std::uint64_t lost = 0;             // holds lost (see client_options::on_lock_lost)
-  std::uint64_t renewal_scripts = 0;  // watchdog rounds sent (each renews many leases)
-  std::uint64_t leases_renewed = 0;   // leases the watchdog confirmed renewed
-  std::uint64_t release_retries = 0;  // releases sent again after a lost connection or timeout
-};
 
 class client {
  public:
@@ -69,8 +60,8 @@ class client {
   //   errc::connection_lost the connection died with the command in flight (it may have run);
   //   errc::connect_failed, connect_timeout, tls_failed, auth_failed: Redis cannot be reached
   //                         (the command was not sent);
-  //   errc::invalid_argument for an empty command, or when called from one of this client's
-  //                         callbacks (it would deadlock; use async_command there);
+  //   errc::invalid_argument for an empty command;
+  //   errc::would_deadlock  when called from one of this client's callbacks (use async_command);
   //   errc::client_stopped.
   // Thread-safe.
   reply command(std::initializer_list<std::string_view> args);

@@ -27,6 +27,8 @@ enum class errc {
   not_owner,             // an unlock by someone who does not hold the lock
   lock_lost,             // a held lock expired or was taken while its holder still held it
   cancelled,             // the caller gave up an asynchronous acquisition (its stop_token)
+  would_deadlock,        // a blocking call on the client's own I/O thread (from a callback)
+  wrong_type,            // the key holds something that is not a lock of the kind asked for
 };
 
 // The category of `errc`; its name() is "dlock".
@@ -38,19 +40,24 @@ inline std::error_code make_error_code(errc e) noexcept {
 
 // The one exception type of the throwing API. `code()` is a `dlock::errc`; `what()` reads
 // "<what went wrong>: <detail>", e.g. "authentication failed: WRONGPASS invalid username-password
-// pair or user is disabled.". Copying never throws.
+// pair or user is disabled."; `detail()` is the second part alone: the server's or the system's
+// own text (empty when there is none). Copying never throws.
 class error : public std::system_error {
  public:
-  explicit error(std::error_code ec) : std::system_error(ec), message_(ec.message()) {}
+  explicit error(std::error_code ec) : error(ec, std::string()) {}
   error(std::error_code ec, const std::string& detail)
       : std::system_error(ec),
-        message_(detail.empty() ? ec.message() : ec.message() + ": " + detail) {}
+        message_(detail.empty() ? ec.message() : ec.message() + ": " + detail),
+        detail_offset_(detail.empty() ? ec.message().size() : ec.message().size() + 2) {}
   error(errc e, const std::string& detail) : error(make_error_code(e), detail) {}
 
   const char* what() const noexcept override { return message_.what(); }
+  // The server's or the system's message, without the code's description.
+  const char* detail() const noexcept { return message_.what() + detail_offset_; }
 
  private:
   std::runtime_error message_;  // a reference-counted string: copies cannot throw
+  std::size_t detail_offset_;
 };
 
 }  // namespace dlock

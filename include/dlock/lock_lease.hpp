@@ -24,14 +24,14 @@
 #include <system_error>
 
 namespace dlock {
-namespace locks {
-class lock_service;
-}
 
 class lock_lease {
  public:
   // An empty lease: holds nothing (what a timed-out acquisition delivers).
-  lock_lease() noexcept = default;
+  lock_lease() noexcept;
+  // For dlock's internals (the hold's state is opaque to users).
+  class impl;
+  explicit lock_lease(std::unique_ptr<impl> state) noexcept;
   lock_lease(lock_lease&& other) noexcept;
   // Releases the hold this lease had (as release()), then takes `other`'s.
   lock_lease& operator=(lock_lease&& other) noexcept;
@@ -43,7 +43,7 @@ class lock_lease {
   // lock_lease::owns_lock()
   // Whether this lease has a hold that was not released. A hold that was lost (see stop_token())
   // still counts until release(); it no longer excludes anyone.
-  bool owns_lock() const noexcept { return service_ != nullptr; }
+  bool owns_lock() const noexcept { return state_ != nullptr; }
   explicit operator bool() const noexcept { return owns_lock(); }
 
   // lock_lease::release()
@@ -58,39 +58,19 @@ class lock_lease {
   // taken, Redis could not be reached before the lease end, or the client was destroyed. Attach
   // a std::stop_callback to be told; it runs on the thread that noticed (usually the client's I/O
   // thread) and must not block. Never stops for an empty lease.
-  std::stop_token stop_token() const noexcept { return stop_; }
+  std::stop_token stop_token() const noexcept;
   // lock_lease::lost(): stop_token().stop_requested().
-  bool lost() const noexcept { return stop_.stop_requested(); }
+  bool lost() const noexcept { return stop_token().stop_requested(); }
 
   // The fencing token of this hold (see dlock/mutex.hpp, "Fencing"); 0 for an empty lease.
-  std::uint64_t fencing_token() const noexcept { return token_; }
+  std::uint64_t fencing_token() const noexcept;
   // The lock hash field that records this hold in Redis; empty for an empty lease.
-  const std::string& owner_id() const noexcept { return owner_; }
+  const std::string& owner_id() const noexcept;
   // The lock's name; empty for an empty lease.
-  const std::string& name() const noexcept { return name_; }
+  const std::string& name() const noexcept;
 
  private:
-  friend class locks::lock_service;
-  lock_lease(std::shared_ptr<locks::lock_service> service, std::string name, std::uint64_t key,
-             std::string owner, std::uint64_t token, std::stop_token stop) noexcept
-      : service_(std::move(service)),
-        name_(std::move(name)),
-        owner_(std::move(owner)),
-        key_(key),
-        token_(token),
-        stop_(std::move(stop)) {}
-
-  // Takes `other`'s hold, leaving it empty; this lease must be empty.
-  void take(lock_lease& other) noexcept;
-  // Back to an empty lease (no I/O).
-  void clear() noexcept;
-
-  std::shared_ptr<locks::lock_service> service_;
-  std::string name_;
-  std::string owner_;
-  std::uint64_t key_ = 0;
-  std::uint64_t token_ = 0;
-  std::stop_token stop_;
+  std::unique_ptr<impl> state_;
 };
 
 }  // namespace dlock

@@ -14,12 +14,11 @@
 // Ownership is per thread, as std::recursive_timed_mutex: the thread that locked must unlock,
 // and may lock again (each lock() needs its unlock()).
 //
-// Leases. lock() and try_lock_for(wait) take a *watchdog* lease (client_options::
-// lock_watchdog_timeout, 30 s by default) that the client renews every third of it while the
-// hold lasts, so a live holder keeps the lock and a crashed one loses it within the lease.
-// lock(lease) and try_lock_for(wait, lease) take an explicit lease that is never renewed: the lock
-// expires after it even if the holder still works. A re-entry keeps the lease kind of the first
-// hold.
+// Leases. lock() and try_lock_for(wait) take a *watchdog* lease (lock_options::watchdog_timeout,
+// 30 s by default) that the client renews every third of it while the hold lasts, so a live
+// holder keeps the lock and a crashed one loses it within the lease. lock(lease_time) and
+// try_lock_for(wait, lease_time) take an explicit lease that is never renewed: the lock expires
+// after it even if the holder still works. A re-entry keeps the lease kind of the first hold.
 //
 // Losing a hold. If renewal finds the lock gone or taken, or cannot confirm it before the lease
 // runs out (measured on this process's steady clock, with a safety margin), or an explicit lease
@@ -48,28 +47,10 @@
 #include <vector>
 
 #include "dlock/lock_lease.hpp"
+#include "dlock/lock_options.hpp"
+#include "dlock/lock_status.hpp"
 
 namespace dlock {
-namespace locks {
-class lock_service;
-}
-
-// One holder of a lock, as the lock's hash in Redis records it.
-struct lock_holder {
-  std::string owner;        // "<client id>:<thread or lease key>" (Redisson: "<uuid>:<thread id>")
-  std::uint64_t count = 0;  // holds (re-entries + 1)
-};
-
-// A snapshot of a lock, read atomically from Redis (except `subscribers`, read just after).
-struct lock_status {
-  bool locked = false;
-  std::vector<lock_holder> holders;             // empty when free
-  std::chrono::milliseconds remaining_ttl{-2};  // as PTTL: -2 free, -1 no TTL
-  std::uint64_t last_fencing_token = 0;  // the newest token handed out for this name; 0: none
-  // Connections subscribed to the unlock channel. dlock uses one per client however many of its
-  // threads wait, so this counts waiting clients (Redisson: one per waiting JVM), not threads.
-  std::uint64_t subscribers = 0;
-};
 
 // How an asynchronous acquisition waits; see mutex::async_acquire().
 struct acquire_options {
@@ -91,35 +72,60 @@ class mutex {
  public:
   using steady_clock = std::chrono::steady_clock;
 
+  // For dlock's internals: client::get_lock() makes mutexes.
+  class impl;
+  explicit mutex(std::shared_ptr<impl> state) noexcept : state_(std::move(state)) {}
+
   // mutex::lock()
   // Waits until this thread holds the lock, with a watchdog lease; re-enters if it already does.
-  // Throws dlock::error when Redis cannot be reached or fails (see client::command()).
+  // Throws dlock::error when Redis cannot be reached or fails (see client::command()), and
+  // errc::would_deadlock from one of this client's callbacks.
   void lock();
   // mutex::lock(lease)
   // As lock(), with an explicit lease that is never renewed. Throws errc::invalid_argument for a
-  // lease that is not positive.
-  void lock(std::chrono::milliseconds lease);
+  // lease that is not positive or over max_lock_lease (before any I/O).
+  void lock(lease_time lease);
+  // mutex::lock(ec): as lock(), reporting failures in `ec` instead of throwing.
+  void lock(std::error_code& ec) noexcept;
 
   // mutex::try_lock()
   // One attempt, no waiting. Returns whether this thread now holds the lock (watchdog lease).
   [[nodiscard]] bool try_lock();
+  [[nodiscard]] bool try_lock(std::error_code& ec) noexcept;
 
   // mutex::try_lock_for(wait), try_lock_for(wait, lease), try_lock_until(deadline)
   // Waits up to `wait` (or until `deadline`, on any clock) for the lock. Returns false when the
-  // time ran out. A zero or past wait is one attempt, like try_lock().
+  // time ran out. A zero or past wait is one attempt, like try_lock(). Waits beyond a century
+  // (duration::max()) wait until acquired.
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
-    return acquire_until(steady_clock::now() + to_steady(wait), nullptr);
+    return acquire_for(to_steady(wait), nullptr);
   }
-  template <typename Rep, typename Period, typename LRep, typename LPeriod>
+  template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
-                                  const std::chrono::duration<LRep, LPeriod>& lease) {
-    const auto explicit_lease = std::chrono::ceil<std::chrono::milliseconds>(lease);
-    return acquire_until(steady_clock::now() + to_steady(wait), &explicit_lease);
+                                  lease_time lease) {
+    const auto explicit_lease = lease.value();
+    return acquire_for(to_steady(wait), &explicit_lease);
+  }
+  template <typename Rep, typename Period>
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
+                                  std::error_code& ec) noexcept {
+    return acquire_for(to_steady(wait), nullptr, ec);
   }
   template <typename Clock, typename Duration>
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return acquire_until(steady_clock::now() + to_steady(deadline - Clock::now()), nullptr);
+    return acquire_for(until(deadline), nullptr);
+  }
+
+  // Milestone 1 forms: two durations are easy to swap; use lease_time.
+  template <typename Rep, typename Period, typename LRep, typename LPeriod>
+  [[deprecated("use try_lock_for(wait, dlock::lease_time(lease))")]] [[nodiscard]] bool
+  try_lock_for(const std::chrono::duration<Rep, Period>& wait,
+               const std::chrono::duration<LRep, LPeriod>& lease) {
+    return try_lock_for(wait, lease_time(lease));
+  }
+  [[deprecated("use lock(dlock::lease_time(lease))")]] void lock(std::chrono::milliseconds lease) {
+    lock(lease_time(lease));
   }
 
   // mutex::async_acquire(options, done), async_lock(done), async_try_lock_for(wait, done)
@@ -129,7 +135,8 @@ class mutex {
   // this client's waiters. Throws errc::invalid_argument for a lease or wait that is not valid
   // (before any I/O); when the client is already destroyed `done` gets errc::client_stopped on
   // the calling thread. If the client is destroyed while waiting, `done` gets client_stopped.
-  // The future forms deliver the lease (empty: the wait ran out) or throw dlock::error from get().
+  // The future forms deliver the lease (empty: the wait ran out) or throw dlock::error from get(),
+  // whose what() and detail() carry the server's or the system's message.
   void async_acquire(const acquire_options& options, lease_handler done);
   std::future<lock_lease> async_acquire(const acquire_options& options);
   void async_lock(lease_handler done) { async_acquire({}, std::move(done)); }
@@ -158,11 +165,13 @@ class mutex {
   bool is_held_by_current_thread() const noexcept;
   // mutex::hold_count(): how many times this thread holds it (no I/O; 0 if not, or lost).
   std::uint64_t hold_count() const noexcept;
-  // mutex::remaining_ttl(): the lock's remaining lease as Redis sees it; -1 ms when it has no
-  // TTL, -2 ms when nobody holds it (asks Redis; throws dlock::error).
-  std::chrono::milliseconds remaining_ttl() const;
+  // mutex::remaining_lease(): the lock's remaining lease as Redis sees it; std::nullopt when
+  // nobody holds it, milliseconds::max() when it has no expiry (asks Redis; throws dlock::error).
+  std::optional<std::chrono::milliseconds> remaining_lease() const;
+  [[deprecated("use remaining_lease()")]] std::chrono::milliseconds remaining_ttl() const;
   // mutex::force_unlock(): deletes the lock whoever holds it and wakes its waiters. Returns
-  // whether there was a lock. Throws dlock::error on I/O failure.
+  // whether there was a lock. Throws dlock::error on I/O failure, and refuses (errc::server_error
+  // from the script) a key that is not a lock.
   bool force_unlock();
   // mutex::fencing_token(): the token of this thread's current hold; 0 when it holds none.
   std::uint64_t fencing_token() const noexcept;
@@ -171,34 +180,37 @@ class mutex {
   std::stop_token stop_token() const noexcept;
 
   // mutex::status(): who holds the lock, its TTL, its last fencing token and how many clients
-  // listen for its release (asks Redis; throws dlock::error, errc::server_error when the key holds
+  // listen for its release (asks Redis; throws dlock::error, errc::wrong_type when the key holds
   // something other than a reentrant lock).
   lock_status status() const;
   // mutex::owner_id(): the hash field this thread's holds use, "<client id>:<thread key>" (no I/O).
   std::string owner_id() const;
 
-  const std::string& name() const noexcept { return name_; }
+  const std::string& name() const noexcept;
 
  private:
-  friend class client;
-  mutex(std::shared_ptr<locks::lock_service> service, std::string name)
-      : service_(std::move(service)), name_(std::move(name)) {}
-
+  // Waits beyond a century wait forever; negative waits are one attempt.
   template <typename Rep, typename Period>
   static steady_clock::duration to_steady(const std::chrono::duration<Rep, Period>& d) {
-    // Clamp huge waits (duration::max()) so the deadline arithmetic cannot overflow.
     constexpr auto cap = std::chrono::hours(24 * 365 * 100);
-    if (d > std::chrono::duration<Rep, Period>::zero() &&
-        std::chrono::duration_cast<std::chrono::duration<double>>(d) >
-            std::chrono::duration_cast<std::chrono::duration<double>>(cap)) {
-      return cap;
-    }
+    const std::chrono::duration<double> seconds = d;
+    if (seconds >= std::chrono::duration<double>(cap)) return cap;
+    if (seconds <= std::chrono::duration<double>::zero()) return steady_clock::duration::zero();
     return std::chrono::ceil<steady_clock::duration>(d);
   }
-  bool acquire_until(steady_clock::time_point deadline, const std::chrono::milliseconds* lease);
+  template <typename Clock, typename Duration>
+  static steady_clock::duration until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    const auto now = Clock::now();
+    if (deadline <= now) return steady_clock::duration::zero();
+    if (deadline == std::chrono::time_point<Clock, Duration>::max())
+      return to_steady(Duration::max());
+    return to_steady(deadline - now);
+  }
+  bool acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease);
+  bool acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease,
+                   std::error_code& ec) noexcept;
 
-  std::shared_ptr<locks::lock_service> service_;
-  std::string name_;
+  std::shared_ptr<impl> state_;
 };
 
 }  // namespace dlock

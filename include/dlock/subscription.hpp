@@ -4,42 +4,34 @@
 // calling reset()) removes the listener, and the channel is unsubscribed with its last listener.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 
 namespace dlock {
-namespace pubsub {
-class subscriber;
-}
 
 class subscription {
  public:
   subscription() noexcept = default;
-  subscription(std::shared_ptr<pubsub::subscriber> owner, std::uint64_t id) noexcept
-      : owner_(std::move(owner)), id_(id) {}
-  subscription(subscription&& other) noexcept { swap(other); }
+  // For dlock's internals: `listener` removes the listener when its last copy goes.
+  explicit subscription(std::shared_ptr<void> listener) noexcept : listener_(std::move(listener)) {}
+  subscription(subscription&&) noexcept = default;
   subscription& operator=(subscription&& other) noexcept {
     subscription(std::move(other)).swap(*this);
     return *this;
   }
   subscription(const subscription&) = delete;
   subscription& operator=(const subscription&) = delete;
-  ~subscription() { reset(); }
+  ~subscription() = default;
 
   // Removes the listener now. Never throws. A call of the listener already running on the I/O
   // thread may still finish after this returns.
-  void reset() noexcept;
+  void reset() noexcept { listener_.reset(); }
 
-  explicit operator bool() const noexcept { return owner_ != nullptr; }
+  explicit operator bool() const noexcept { return listener_ != nullptr; }
 
-  void swap(subscription& other) noexcept {
-    owner_.swap(other.owner_);
-    std::swap(id_, other.id_);
-  }
+  void swap(subscription& other) noexcept { listener_.swap(other.listener_); }
 
  private:
-  std::shared_ptr<pubsub::subscriber> owner_;
-  std::uint64_t id_ = 0;
+  std::shared_ptr<void> listener_;
 };
 
 }  // namespace dlock

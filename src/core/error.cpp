@@ -35,6 +35,10 @@ class dlock_category final : public std::error_category {
         return "lock lost";
       case errc::cancelled:
         return "cancelled";
+      case errc::would_deadlock:
+        return "would deadlock";
+      case errc::wrong_type:
+        return "wrong type";
     }
     return "unknown dlock error " + std::to_string(value);
   }

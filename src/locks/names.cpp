@@ -19,6 +19,12 @@ void validate_lock_name(std::string_view name) {
   }
 }
 
+std::string printable_name(std::string_view name) {
+  constexpr std::size_t shown = 64;
+  if (name.size() <= shown) return std::string(name);
+  return std::string(name.substr(0, shown)) + "... (" + std::to_string(name.size()) + " bytes)";
+}
+
 std::string derived_key(std::string_view prefix, std::string_view name, std::string_view suffix) {
   std::string key;
   key.reserve(prefix.size() + name.size() + suffix.size() + 4);

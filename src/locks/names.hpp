@@ -18,6 +18,9 @@ inline constexpr std::size_t max_lock_name_bytes = 64 * 1024;
 // channel names unreadable in every Redis tool. UTF-8 is fine.
 void validate_lock_name(std::string_view name);
 
+// `name` as error messages show it: whole when short, else its start and its length in bytes.
+std::string printable_name(std::string_view name);
+
 // prefix + ":" + "{N}" (or N when it contains '{') + (suffix empty ? "" : ":" + suffix).
 std::string derived_key(std::string_view prefix, std::string_view name,
                         std::string_view suffix = {});

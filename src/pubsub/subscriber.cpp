@@ -78,14 +78,6 @@ void subscriber::remove(std::uint64_t id) {
   link->send_unmatched(args);
 }
 
-std::size_t subscriber::channel_count() const {
-  std::lock_guard lock(mutex_);
-  std::size_t n = 0;
-  for (const auto& [name, state] : channels_)
-    n += state.listeners.empty() ? 0 : 1;
-  return n;
-}
-
 void subscriber::stop() {
   std::shared_ptr<net::connection> link;
   {
@@ -154,6 +146,19 @@ void subscriber::on_push(reply message) {
       if (l->on_message) l->on_message(payload);
     }
   }
+}
+
+subscription make_subscription(subscriber& sub, std::uint64_t id) {
+  // The token's deleter removes the listener; it keeps the subscriber alive until then.
+  return subscription(std::shared_ptr<void>(static_cast<void*>(&sub),
+                                            [owner = sub.shared_from_this(), id](void*) noexcept {
+                                              try {
+                                                owner->remove(id);
+                                              } catch (...) {
+                                                // remove() only allocates: out of memory here
+                                                // must not escape a destructor.
+                                              }
+                                            }));
 }
 
 }  // namespace dlock::pubsub

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dlock/subscription.hpp"
 #include "net/connection.hpp"
 
 namespace dlock::pubsub {
@@ -42,9 +43,6 @@ class subscriber : public std::enable_shared_from_this<subscriber> {
   // Removes a listener; the last one of a channel sends UNSUBSCRIBE. Thread-safe; after it
   // returns, the listener is not called again unless a call is already running on the I/O thread.
   void remove(std::uint64_t id);
-
-  // Channels with at least one listener.
-  std::size_t channel_count() const;
 
   void stop();
 
@@ -71,5 +69,8 @@ class subscriber : public std::enable_shared_from_this<subscriber> {
   std::unordered_map<std::string, channel_state> channels_;
   std::unordered_map<std::uint64_t, std::string> channel_of_;
 };
+
+// A dlock::subscription that removes listener `id` from `sub` when it goes (never throws).
+subscription make_subscription(subscriber& sub, std::uint64_t id);
 
 }  // namespace dlock::pubsub

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "topology/topology.hpp"
 
@@ -17,8 +19,10 @@ class standalone final : public topology {
              std::vector<std::string_view> preload_scripts = {});
   ~standalone() override;
 
-  net::connection& connection_for(std::string_view) override { return *commands_; }
+  net::connection& master_for(std::string_view) override { return *commands_; }
+  net::connection& any_master() override { return *commands_; }
   pubsub::subscriber& subscriber_for(std::string_view) override { return *subscriber_; }
+  std::uint32_t shard_of(std::string_view) const override { return 0; }
   void stop() override;
 
  private:

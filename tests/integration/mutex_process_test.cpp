@@ -145,7 +145,7 @@ std::vector<interval> five_clients_with_work(const redis_server& server, const s
       client c{o};
       mutex lock = c.get_lock(name);
       if (explicit_lease) {
-        lock.lock(*explicit_lease);
+        lock.lock(lease_time(*explicit_lease));
       } else {
         lock.lock();
       }

@@ -72,10 +72,76 @@ TEST(Mutex, BadNamesAndDurationsAreRejectedBeforeAnyCommand) {
     }
   }
   mutex m = c.get_lock(unique_key("m"));
-  EXPECT_THROW(m.lock(0ms), error);
-  EXPECT_THROW(m.lock(-5ms), error);
-  EXPECT_THROW((void)m.try_lock_for(0ms, -1ms), error);
+  EXPECT_THROW(m.lock(lease_time(0ms)), error);
+  EXPECT_THROW(m.lock(lease_time(-5ms)), error);
+  EXPECT_THROW((void)m.try_lock_for(0ms, lease_time(-1ms)), error);
+  EXPECT_THROW(m.lock(lease_time(max_lock_lease + 1ms)), error);
+  EXPECT_THROW(m.lock(lease_time(std::chrono::milliseconds::max())), error);
+  EXPECT_THROW((void)m.try_lock_for(10ms, lease_time(std::chrono::hours(24 * 365 * 1000))), error);
   EXPECT_FALSE(m.is_locked()) << "a rejected call sent a command";
+}
+
+// The std::error_code forms report what the throwing forms throw, with the same codes.
+TEST(Mutex, ErrorCodeFormsReportInsteadOfThrowing) {
+  redis_server server;
+  auto c = std::make_unique<client>(server.url());
+  const std::string name = unique_key("m");
+  mutex m = c->get_lock(name);
+  std::error_code ec = make_error_code(errc::timeout);
+  EXPECT_TRUE(m.try_lock(ec));
+  EXPECT_FALSE(ec) << ec.message();
+  m.unlock();
+  m.lock(ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  m.unlock();
+
+  (void)c->command({"SET", name, "not a lock"});
+  m.lock(ec);
+  EXPECT_EQ(ec, errc::server_error);
+  EXPECT_FALSE(m.try_lock_for(50ms, ec));
+  EXPECT_EQ(ec, errc::server_error);
+  // The throwing form carries the server's own text, and so does the asynchronous one.
+  try {
+    m.lock();
+    ADD_FAILURE() << "locked a string key";
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.detail()).find("WRONGTYPE"), std::string::npos) << e.what();
+  }
+  try {
+    (void)m.async_lock().get();
+    ADD_FAILURE() << "locked a string key";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::server_error);
+    EXPECT_NE(std::string(e.detail()).find("WRONGTYPE"), std::string::npos) << e.what();
+  }
+
+  c.reset();
+  EXPECT_FALSE(m.try_lock(ec));
+  EXPECT_EQ(ec, errc::client_stopped);
+}
+
+// Code written against the milestone-1 API still compiles and behaves the same (deprecated forms).
+TEST(Mutex, MilestoneOneFormsStillWork) {
+  redis_server server;
+  client_options o = client_options::from_url(server.url());
+  o.lock_watchdog_timeout = 6s;  // the old name of locks.watchdog_timeout
+  client c{o};
+  EXPECT_EQ(c.options().locks.watchdog_timeout, 6s);
+  mutex m = c.get_lock(unique_key("m"));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  m.lock(20s);  // an explicit lease as a bare duration
+  EXPECT_GT(m.remaining_ttl(), 10s);
+  m.unlock();
+  EXPECT_EQ(m.remaining_ttl(), -2ms);
+  ASSERT_TRUE(m.try_lock_for(0ms, 20s));
+  EXPECT_GT(m.remaining_ttl(), 10s);
+  m.unlock();
+  ASSERT_TRUE(m.try_lock());  // a watchdog lease: the old option's 6 s
+  EXPECT_LE(m.remaining_ttl(), 6s);
+  m.unlock();
+#pragma GCC diagnostic pop
 }
 
 TEST(Mutex, ReentrantHoldsAreCountedHereAndOnTheServer) {
@@ -94,7 +160,7 @@ TEST(Mutex, ReentrantHoldsAreCountedHereAndOnTheServer) {
   const reply fields = c.command({"HVALS", name});
   ASSERT_EQ(fields.elements.size(), 1u);
   EXPECT_EQ(fields.elements[0].str, "2");
-  EXPECT_GT(m.remaining_ttl(), 30s - 2s);  // the default watchdog lease
+  EXPECT_GT(m.remaining_lease().value_or(0ms), 30s - 2s);  // the default watchdog lease
 
   m.unlock();
   EXPECT_EQ(m.hold_count(), 1u);
@@ -240,7 +306,7 @@ TEST(Mutex, AWaiterThatTimesOutPassesItsWakeUpOn) {
   client holder{server.url()}, c{server.url()}, sleeper{server.url()};
   const std::string name = unique_key("m");
   mutex held = holder.get_lock(name);
-  held.lock(20s);
+  held.lock(lease_time(20s));
   mutex m = c.get_lock(name);
   auto first = std::async(std::launch::async, [&] {
     const bool ok = m.try_lock_for(600ms);  // may win or time out, depending on scheduling
@@ -373,7 +439,7 @@ TEST(Mutex, StatusShowsHoldersTtlTokenAndWaitingClients) {
   EXPECT_EQ(s.holders[0].owner, m.owner_id());
   EXPECT_EQ(s.holders[0].count, 2u);
   EXPECT_GT(s.remaining_ttl.count(), 0);
-  EXPECT_LE(s.remaining_ttl, holder.options().lock_watchdog_timeout);
+  EXPECT_LE(s.remaining_ttl, holder.options().locks.watchdog_timeout);
   EXPECT_EQ(s.last_fencing_token, m.fencing_token());
   EXPECT_EQ(s.subscribers, 1u) << "the waiting client never subscribed";
   m.unlock();
@@ -390,7 +456,7 @@ TEST(Mutex, StatusShowsHoldersTtlTokenAndWaitingClients) {
     (void)holder.get_lock("plain").status();
     ADD_FAILURE() << "a string key was reported as a lock";
   } catch (const error& e) {
-    EXPECT_EQ(e.code(), errc::server_error);
+    EXPECT_EQ(e.code(), errc::wrong_type);
   }
 }
 
@@ -459,7 +525,7 @@ TEST(Mutex, EveryLossIsCountedAndReportedWithItsReason) {
   EXPECT_EQ(taken.unlock_checked(), errc::lock_lost);
 
   mutex expiring = c->get_lock(unique_key("expiring"));
-  expiring.lock(200ms);
+  expiring.lock(lease_time(200ms));
   e = log.wait_for(1, 200ms + timing_slack);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->reason, lock_loss_reason::lease_expired);
@@ -585,7 +651,7 @@ redis.call('set', KEYS[1], ARGV[2])
 return 1
 )lua"};
   mutex stale = a.get_lock(name);
-  stale.lock(200ms);
+  stale.lock(lease_time(200ms));
   const std::string stale_token = std::to_string(stale.fencing_token());
   stop_waiter lost{stale.stop_token()};
   ASSERT_TRUE(lost.wait_for(2s).has_value());  // "paused" past its lease
@@ -609,7 +675,7 @@ TEST(Mutex, WatchdogKeepsAHoldPastItsLease) {
   // Held work lasting five leases; the watchdog renews every 200 ms meanwhile.
   EXPECT_FALSE(lost.wait_for(3s).has_value()) << "the hold was lost while its holder lived";
   EXPECT_TRUE(m.is_held_by_current_thread());
-  EXPECT_GT(m.remaining_ttl(), 0ms);
+  EXPECT_GT(m.remaining_lease().value_or(0ms), 0ms);
   EXPECT_EQ(m.unlock_checked(), std::error_code{});
   EXPECT_FALSE(m.is_locked());
 }
@@ -635,7 +701,7 @@ TEST(Mutex, ExplicitLeaseRunsOutAndTheHolderIsTold) {
   client c{server.url()};
   mutex m = c.get_lock(unique_key("m"));
   const auto start = steady_clock::now();
-  m.lock(500ms);
+  m.lock(lease_time(500ms));
   stop_waiter lost{m.stop_token()};
   const auto at = lost.wait_for(3s);
   ASSERT_TRUE(at.has_value()) << "an expired explicit lease was not reported";

@@ -8,14 +8,14 @@ namespace {
 
 TEST(Errors, EveryCodeHasItsOwnMessageInTheDlockCategory) {
   std::set<std::string> messages;
-  for (int v = static_cast<int>(errc::invalid_argument); v <= static_cast<int>(errc::cancelled);
+  for (int v = static_cast<int>(errc::invalid_argument); v <= static_cast<int>(errc::wrong_type);
        ++v) {
     const std::error_code ec = static_cast<errc>(v);
     EXPECT_STREQ(ec.category().name(), "dlock");
     EXPECT_EQ(ec.message().find("unknown"), std::string::npos) << v;
     messages.insert(ec.message());
   }
-  EXPECT_EQ(messages.size(), static_cast<std::size_t>(errc::cancelled));
+  EXPECT_EQ(messages.size(), static_cast<std::size_t>(errc::wrong_type));
 }
 
 TEST(Errors, ErrorCarriesCodeAndReadableDetail) {
@@ -24,6 +24,14 @@ TEST(Errors, ErrorCarriesCodeAndReadableDetail) {
   EXPECT_STREQ(e.what(), "authentication failed: WRONGPASS invalid username-password pair");
   const error copy = e;  // copies share the message and never throw
   EXPECT_STREQ(copy.what(), e.what());
+  EXPECT_STREQ(e.detail(), "WRONGPASS invalid username-password pair");
+  EXPECT_STREQ(copy.detail(), e.detail());
+}
+
+TEST(Errors, DetailIsEmptyWhenThereIsNone) {
+  const error e(errc::timeout);
+  EXPECT_EQ(std::string(e.what()), e.code().message());
+  EXPECT_STREQ(e.detail(), "");
 }
 
 TEST(Errors, ComparesWithTheEnumDirectly) {

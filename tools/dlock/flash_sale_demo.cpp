@@ -174,7 +174,7 @@ class flash_sale {
   double run_with_stalled_buyer() {
     const auto started = clock_type::now();
     dlock::mutex m = redis_.get_lock(keys_.lock);
-    m.lock(stalled_lease);
+    m.lock(dlock::lease_time(stalled_lease));
     const std::uint64_t token = m.fencing_token();
     const long long seen = read_number(redis_, keys_.stock);
     fmt::print(

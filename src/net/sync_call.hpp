@@ -1,4 +1,4 @@
-// src/core/sync_call.hpp
+// src/net/sync_call.hpp
 //
 // Blocks a caller until its request completes. The completion notifies after releasing the
 // mutex: notifying while holding it would wake the caller only to block it again on that mutex
@@ -13,7 +13,7 @@
 #include "dlock/error.hpp"
 #include "net/request_queue.hpp"
 
-namespace dlock::core {
+namespace dlock::net {
 
 class sync_call {
  public:
@@ -48,4 +48,4 @@ class sync_call {
   std::shared_ptr<state> state_ = std::make_shared<state>();
 };
 
-}  // namespace dlock::core
+}  // namespace dlock::net

@@ -4,12 +4,14 @@
 #include <mutex>
 #include <thread>
 
-#include "core/eval.hpp"
-#include "core/sync_call.hpp"
-#include "locks/lock_service.hpp"
+#include "locks/engine/lock_engine.hpp"
+#include "locks/handles/handle_state.hpp"
 #include "locks/names.hpp"
+#include "locks/types/reentrant_protocol.hpp"
+#include "net/sync_call.hpp"
 #include "net/transport.hpp"
 #include "pubsub/subscriber.hpp"
+#include "route/router.hpp"
 #include "topology/standalone.hpp"
 
 namespace dlock {
@@ -30,41 +32,56 @@ void check_command(std::span<const std::string_view> args) {
   if (args.empty() || args.front().empty()) throw error(errc::invalid_argument, "empty command");
 }
 
-// The key a command is routed by: its first argument after the name (right for the commands
-// dlock sends; keyless commands go to any master).
-std::string_view routing_key(std::span<const std::string_view> args) {
-  return args.size() > 1 ? args[1] : std::string_view{};
+// The target a command is routed by: its first argument after the name (right for the commands
+// dlock sends; a command without one goes to any master).
+route::target target_of(std::span<const std::string_view> args) {
+  return args.size() > 1 ? route::target::key(args[1]) : route::target::any_master();
+}
+
+// The options as the client uses them: the milestone-1 lock fields, when a program still sets
+// them, take precedence, and both spellings then read the same through client::options().
+client_options effective(client_options o) {
+  if (o.lock_watchdog_timeout.count() != 0) o.locks.watchdog_timeout = o.lock_watchdog_timeout;
+  if (o.on_lock_lost) o.locks.on_lock_lost = o.on_lock_lost;
+  o.lock_watchdog_timeout = o.locks.watchdog_timeout;
+  o.on_lock_lost = o.locks.on_lock_lost;
+  return o;
+}
+
+// The protocols of the lock types; stateless, shared by every client.
+const locks::reentrant_protocol& reentrant() {
+  static const locks::reentrant_protocol protocol;
+  return protocol;
 }
 
 }  // namespace
 
 struct client::impl {
   explicit impl(client_options o)
-      : options(std::move(o)),
+      : options(effective(std::move(o))),
         tls_context(options.tls.enabled ? net::make_tls_context(options.tls) : nullptr),
         work(asio::make_work_guard(io)),
-        servers(std::make_unique<topology::standalone>(io, options, tls_context,
-                                                       locks::scripts_to_preload())),
-        locks(std::make_shared<locks::lock_service>(io, *servers, options)),
+        router(std::make_unique<topology::standalone>(io, options, tls_context,
+                                                      reentrant().scripts())),
+        locks(locks::lock_engine::create(io, router, options.locks, options.request_timeout)),
         io_thread([this] { io.run(); }) {
-    locks->set_io_thread(io_thread.get_id());
+    locks->io().set_io_thread(io_thread.get_id());
   }
 
   ~impl() {
     // Releases queued by unlock() get one request timeout to reach the server.
     locks->shutdown(options.request_timeout);
-    servers->stop();
+    router.stop();
     work.reset();
     io_thread.join();
   }
 
-  net::connection& connection_for(std::string_view key) { return servers->connection_for(key); }
-
   // A blocking call on the I/O thread would wait for the thread it blocks: refuse it.
   void check_not_io_thread() const {
     if (std::this_thread::get_id() == io_thread.get_id()) {
-      throw error(errc::invalid_argument,
-                  "a blocking call from a dlock callback would deadlock; use async_command there");
+      throw error(errc::would_deadlock,
+                  "a blocking call from a dlock callback would wait for itself; use "
+                  "async_command there");
     }
   }
 
@@ -73,8 +90,8 @@ struct client::impl {
   std::shared_ptr<asio::ssl::context> tls_context;
   asio::io_context io{1};
   asio::executor_work_guard<asio::io_context::executor_type> work;
-  std::unique_ptr<topology::topology> servers;
-  std::shared_ptr<locks::lock_service> locks;  // shared with mutex handles
+  route::router router;
+  std::shared_ptr<locks::lock_engine> locks;  // shared with lock handles
   std::thread io_thread;
 };
 
@@ -108,16 +125,14 @@ reply client::command(const std::vector<std::string>& args) {
 reply client::command(std::span<const std::string_view> args) {
   check_command(args);
   impl_->check_not_io_thread();
-  core::sync_call call;
-  impl_->connection_for(routing_key(args))
-      .send(args, call.handler(), impl_->options.request_timeout);
+  net::sync_call call;
+  impl_->router.send(target_of(args), args, call.handler(), impl_->options.request_timeout);
   return call.wait();
 }
 
 void client::async_command(std::span<const std::string_view> args, reply_handler done) {
   check_command(args);
-  impl_->connection_for(routing_key(args))
-      .send(args, std::move(done), impl_->options.request_timeout);
+  impl_->router.send(target_of(args), args, std::move(done), impl_->options.request_timeout);
 }
 
 void client::async_command(std::initializer_list<std::string_view> args, reply_handler done) {
@@ -144,16 +159,15 @@ reply client::eval(const script& s, std::initializer_list<std::string_view> keys
 reply client::eval(const script& s, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args) {
   impl_->check_not_io_thread();
-  core::sync_call call;
+  net::sync_call call;
   async_eval(s, keys, args, call.handler());
   return call.wait();
 }
 
 void client::async_eval(const script& s, std::span<const std::string_view> keys,
                         std::span<const std::string_view> args, reply_handler done) {
-  const std::string_view key = keys.empty() ? std::string_view{} : keys.front();
-  core::eval_on(impl_->connection_for(key), s, keys, args, impl_->options.request_timeout,
-                std::move(done));
+  const auto to = keys.empty() ? route::target::any_master() : route::target::key(keys.front());
+  impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, std::move(done));
 }
 
 dlock::lock_metrics client::lock_metrics() const noexcept {
@@ -162,27 +176,18 @@ dlock::lock_metrics client::lock_metrics() const noexcept {
 
 mutex client::get_lock(std::string name) {
   locks::validate_lock_name(name);
-  return mutex(impl_->locks, std::move(name));
+  return mutex(
+      std::make_shared<mutex::impl>(impl_->locks, locks::lock_ref{&reentrant(), std::move(name)}));
 }
 
 subscription client::subscribe(std::string channel,
                                std::function<void(std::string_view)> on_message,
                                std::function<void()> on_subscribed) {
   if (channel.empty()) throw error(errc::invalid_argument, "empty channel name");
-  pubsub::subscriber& sub = impl_->servers->subscriber_for(channel);
+  pubsub::subscriber& sub = impl_->router.subscriber_for(channel);
   const std::uint64_t id =
       sub.add(std::move(channel), {std::move(on_message), std::move(on_subscribed)});
-  return subscription(sub.shared_from_this(), id);
-}
-
-void subscription::reset() noexcept {
-  if (!owner_) return;
-  try {
-    owner_->remove(id_);
-  } catch (...) {
-    // remove() only allocates; out of memory here must not escape a destructor.
-  }
-  owner_.reset();
+  return pubsub::make_subscription(sub, id);
 }
 
 }  // namespace dlock

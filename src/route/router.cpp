@@ -1,4 +1,4 @@
-#include "core/eval.hpp"
+#include "route/router.hpp"
 
 #include <memory>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include "dlock/error.hpp"
 
-namespace dlock::core {
+namespace dlock::route {
 namespace {
 
 bool is_noscript(std::error_code ec, const reply& r) {
@@ -15,9 +15,18 @@ bool is_noscript(std::error_code ec, const reply& r) {
 
 }  // namespace
 
-void eval_on(net::connection& link, const script& s, std::span<const std::string_view> keys,
-             std::span<const std::string_view> args, std::chrono::milliseconds timeout,
-             net::completion done, bool urgent) {
+net::connection& router::connection_for(target to) {
+  return to.is_any_master() ? servers_->any_master() : servers_->master_for(to.routing_key());
+}
+
+void router::send(target to, std::span<const std::string_view> args, net::completion done,
+                  std::chrono::milliseconds timeout, bool urgent) {
+  connection_for(to).send(args, std::move(done), timeout, urgent);
+}
+
+void router::eval(target to, const script& s, std::span<const std::string_view> keys,
+                  std::span<const std::string_view> args, std::chrono::milliseconds timeout,
+                  net::completion done, bool urgent) {
   // EVALSHA sha numkeys keys... args...; the fallback needs the arguments after this returns.
   auto owned = std::make_shared<std::vector<std::string>>();
   owned->reserve(3 + keys.size() + args.size());
@@ -28,6 +37,7 @@ void eval_on(net::connection& link, const script& s, std::span<const std::string
   owned->insert(owned->end(), args.begin(), args.end());
   std::vector<std::string_view> views(owned->begin(), owned->end());
 
+  net::connection& link = connection_for(to);
   auto fallback = [&link, owned, source = s.source(), timeout, done = std::move(done)](
                       std::error_code ec, reply r) mutable {
     if (!is_noscript(ec, r)) {
@@ -42,4 +52,4 @@ void eval_on(net::connection& link, const script& s, std::span<const std::string
   link.send(views, std::move(fallback), timeout, urgent);
 }
 
-}  // namespace dlock::core
+}  // namespace dlock::route

@@ -1,0 +1,23 @@
+// dlock/lock_metrics.hpp
+//
+// What a client's locks have done since it was created (client::lock_metrics()).
+#pragma once
+
+#include <cstdint>
+
+namespace dlock {
+
+// Each counter only grows.
+struct lock_metrics {
+  std::uint64_t acquired = 0;         // first holds taken (blocking and asynchronous)
+  std::uint64_t reentered = 0;        // re-entries of a hold this thread had
+  std::uint64_t waited = 0;           // acquisitions that found the lock taken and waited
+  std::uint64_t timed_out = 0;        // acquisitions whose wait ran out
+  std::uint64_t released = 0;         // holds given up by their last unlock / release
+  std::uint64_t lost = 0;             // holds lost (see lock_options::on_lock_lost)
+  std::uint64_t renewal_scripts = 0;  // watchdog scripts sent (each renews many leases)
+  std::uint64_t leases_renewed = 0;   // leases the watchdog confirmed renewed
+  std::uint64_t release_retries = 0;  // releases sent again after a lost connection or timeout
+};
+
+}  // namespace dlock

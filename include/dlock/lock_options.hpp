@@ -1,0 +1,65 @@
+// dlock/lock_options.hpp
+//
+// Settings of a client's locks (client_options::locks), what a lost hold reports, and the lease
+// type that keeps a lease from being mistaken for a wait.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace dlock {
+
+// Why a hold was lost (see lock_options::on_lock_lost).
+enum class lock_loss_reason {
+  not_held,        // renewal (or a re-lock) found the lock gone or held by someone else
+  unconfirmed,     // no renewal could be confirmed before the lease would end (Redis unreachable)
+  lease_expired,   // an explicit lease ran out before the holder released it
+  client_stopped,  // the client was destroyed while the hold lasted: nobody renews it any more
+  thread_exited,   // the holding thread ended without unlocking: nobody renews it any more
+};
+
+struct lock_loss {
+  std::string name;   // the lock
+  std::string owner;  // the hold's field: mutex::owner_id() or lock_lease::owner_id()
+  lock_loss_reason reason = lock_loss_reason::not_held;
+};
+
+// The longest explicit lease or watchdog lease dlock accepts: longer ones are refused with
+// errc::invalid_argument before any I/O (a year is far beyond any sane lease, and keeps every
+// deadline far from the steady clock's range).
+inline constexpr std::chrono::milliseconds max_lock_lease = std::chrono::hours(24 * 365);
+
+// An explicit lease: how long a hold lasts unless released first; never renewed.
+//   m.try_lock_for(200ms, dlock::lease_time(10s));   // wait 200 ms, hold for at most 10 s
+// A distinct type, so a lease and a wait cannot be swapped by mistake.
+class lease_time {
+ public:
+  template <typename Rep, typename Period>
+  explicit lease_time(const std::chrono::duration<Rep, Period>& d)
+      : value_(std::chrono::ceil<std::chrono::milliseconds>(saturate(d))) {}
+
+  std::chrono::milliseconds value() const noexcept { return value_; }
+
+ private:
+  template <typename Rep, typename Period>
+  static std::chrono::duration<double, std::milli> saturate(
+      const std::chrono::duration<Rep, Period>& d) {
+    // Huge values (duration::max()) stay huge instead of overflowing, and are refused later.
+    const std::chrono::duration<double, std::milli> ms = d;
+    const std::chrono::duration<double, std::milli> cap = max_lock_lease * 2;
+    return ms > cap ? cap : ms;
+  }
+  std::chrono::milliseconds value_;
+};
+
+struct lock_options {
+  // The lease of locks taken without an explicit one; renewed every third of it while held.
+  std::chrono::milliseconds watchdog_timeout{30000};
+  // Told of every lost hold, after the hold's stop_token was stopped: for logs and alerts. Runs on
+  // the thread that noticed the loss (usually the I/O thread) and must not block or throw
+  // (exceptions are dropped).
+  std::function<void(const lock_loss&)> on_lock_lost;
+};
+
+}  // namespace dlock

@@ -1,0 +1,30 @@
+// dlock/lock_status.hpp
+//
+// What an operator reads about a lock: mutex::status(), `dlock status`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dlock {
+
+// One holder of a lock, as the lock's hash in Redis records it.
+struct lock_holder {
+  std::string owner;        // "<client id>:<thread or lease key>" (Redisson: "<uuid>:<thread id>")
+  std::uint64_t count = 0;  // holds (re-entries + 1)
+};
+
+// A snapshot of a lock, read atomically from Redis (except `subscribers`, read just after).
+struct lock_status {
+  bool locked = false;
+  std::vector<lock_holder> holders;             // empty when free
+  std::chrono::milliseconds remaining_ttl{-2};  // as PTTL: -2 free, -1 no TTL
+  std::uint64_t last_fencing_token = 0;  // the newest token handed out for this name; 0: none
+  // Connections subscribed to the unlock channel. dlock uses one per client however many of its
+  // threads wait, so this counts waiting clients (Redisson: one per waiting JVM), not threads.
+  std::uint64_t subscribers = 0;
+};
+
+}  // namespace dlock

@@ -1,0 +1,196 @@
+#include "locks/engine/acquisition.hpp"
+
+namespace dlock::locks {
+
+using kind = acquisition_machine::action::kind;
+using verdict = acquisition_machine::verdict;
+
+std::shared_ptr<acquisition> acquisition::create(std::shared_ptr<lock_engine> engine, params p,
+                                                 completion done) {
+  auto self = std::make_shared<acquisition>(std::move(engine), std::move(p), std::move(done));
+  // A wake-up for this waiter posts the next step to the I/O thread (it runs under the queues'
+  // mutex, so it must not do more).
+  self->waiter_.wake = [weak = self->weak_from_this(), &io = self->engine_->io().io()] {
+    asio::post(io, [weak] {
+      if (auto machine = weak.lock()) machine->run(machine->machine_.on_wake_up());
+    });
+  };
+  return self;
+}
+
+acquisition::acquisition(std::shared_ptr<lock_engine> engine, params p, completion done)
+    : engine_(std::move(engine)),
+      p_(std::move(p)),
+      key_{p_.lock, p_.owner},
+      channel_(p_.lock.protocol->wake_channel(p_.lock.name)),
+      done_(std::move(done)),
+      machine_(p_.deadline) {}
+
+bool acquisition::begin() {
+  engine_->acquisitions_[this] = shared_from_this();
+  if (p_.cancel.stop_possible()) {
+    cancel_callback_.emplace(p_.cancel, [weak = weak_from_this(), &io = engine_->io().io()] {
+      // Only posts: the I/O thread owns the state. Deregistered by finish() before the client
+      // (and its io_context) can go away.
+      asio::post(io, [weak] {
+        if (auto self = weak.lock()) self->run(self->machine_.on_cancel());
+      });
+    });
+  }
+  if (p_.cancel.stop_requested()) {
+    finish(make_error_code(errc::cancelled), {}, false);
+    return false;
+  }
+  return true;
+}
+
+void acquisition::start() {
+  if (!begin()) return;
+  run(machine_.start(clock::now(), engine_->waiters_.queued_ttl(p_.lock)));
+}
+
+void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted) {
+  if (!begin()) return;
+  run(machine_.start_waiting(clock::now(), ttl_ms, attempted));
+}
+
+void acquisition::stop() {
+  finish(make_error_code(errc::client_stopped), "the client was destroyed", false);
+}
+
+void acquisition::refuse(const error& e) {
+  done_(e.code(), e.detail(), false);
+}
+
+void acquisition::run(const acquisition_machine::action& a) {
+  if (finished_) return;
+  switch (a.what) {
+    case kind::none:
+      return;
+    case kind::attempt:
+      if (a.holder_ttl_ms) engine_->waiters_.saw_holder(p_.lock, *a.holder_ttl_ms);
+      send_attempt();
+      return;
+    case kind::wait:
+      if (a.join_queue) {
+        ++engine_->counters_.waited;
+        try {
+          engine_->waiters_.join(p_.lock, channel_, &waiter_, a.holder_ttl_ms);
+        } catch (const error& e) {
+          finish(e.code(), e.detail(), false);
+          return;
+        }
+        in_queue_ = true;
+      } else if (a.holder_ttl_ms) {
+        engine_->waiters_.saw_holder(p_.lock, *a.holder_ttl_ms);
+      }
+      arm_timer(a.wake_at);
+      return;
+    case kind::finish:
+      switch (a.result) {
+        case verdict::acquired:
+          finish({}, {}, true);
+          return;
+        case verdict::timed_out:
+          ++engine_->counters_.timed_out;
+          finish({}, {}, false);
+          return;
+        case verdict::cancelled:
+          finish(make_error_code(errc::cancelled), {}, false);
+          return;
+        case verdict::failed:
+          return;  // on_reply finishes with the error itself
+      }
+  }
+}
+
+void acquisition::send_attempt() {
+  const bool used_wake_up = in_queue_ && engine_->waiters_.take_wake_up(&waiter_);
+  machine_.attempt_sent(used_wake_up);
+  ++timer_generation_;  // a timer that fired meanwhile is stale now
+  if (timer_) timer_->cancel();
+  const attempt_plan plan = engine_->plan(key_, p_.lease ? &*p_.lease : nullptr);
+  const script_call call =
+      p_.lock.protocol->attempt({p_.lock.name, plan.owner, plan.lease, plan.known_holds});
+  const auto sent_at = clock::now();
+  try {
+    engine_->io().eval(call,
+                       [self = shared_from_this(), plan, sent_at](std::error_code ec, reply r) {
+                         self->on_reply(plan, sent_at, ec, r);
+                       });
+  } catch (const error& e) {
+    finish(e.code(), e.detail(), false, used_wake_up);
+  }
+}
+
+void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, std::error_code ec,
+                           const reply& r) {
+  // Stopped while the attempt was out: a hold it may have taken ends with its lease.
+  if (finished_) return;
+  attempt_outcome outcome;
+  std::string detail = r.str;
+  if (!ec) {
+    try {
+      outcome = p_.lock.protocol->read_attempt(r);
+      engine_->record(key_, plan, outcome, sent_at);
+    } catch (const error& e) {
+      ec = e.code();
+      detail = e.detail();
+    }
+  }
+  if (ec) {
+    // The script may have run: a lease key's orphan is undone now (nobody would ever release
+    // it); a thread's is taken over by that thread's next acquisition (see the lock script).
+    if (ec != errc::server_error && p_.release_orphans) engine_->release_orphan(key_);
+    const auto a = machine_.on_failed();
+    finish(ec, detail, false, a.pass_wake_up);
+    return;
+  }
+  const bool cancel_requested = p_.cancel.stop_requested();
+  if (outcome.status != attempt_outcome::kind::held_by_other) {
+    const auto a = machine_.on_acquired(cancel_requested);
+    if (a.result == verdict::cancelled) {
+      (void)engine_->release(p_.lock, p_.owner);  // a hold that came too late goes back
+    }
+    run(a);
+    return;
+  }
+  const bool pending = in_queue_ && engine_->waiters_.has_wake_up(&waiter_);
+  run(machine_.on_held(clock::now(), outcome.holder_ttl_ms, pending, cancel_requested));
+}
+
+void acquisition::arm_timer(clock::time_point at) {
+  if (!timer_) timer_.emplace(engine_->io().io());
+  timer_->expires_at(at);
+  timer_->async_wait(
+      [self = shared_from_this(), generation = timer_generation_](std::error_code ec) {
+        if (ec || generation != self->timer_generation_) return;
+        self->run(self->machine_.on_timer());
+      });
+}
+
+void acquisition::finish(std::error_code ec, const std::string& detail, bool held, bool give_back) {
+  if (finished_) return;
+  finished_ = true;
+  const auto keep_alive = shared_from_this();
+  cancel_callback_.reset();
+  ++timer_generation_;
+  timer_.reset();
+  if (in_queue_) {
+    subscription last = engine_->waiters_.leave(p_.lock, &waiter_, give_back);
+    if (last) {
+      // Unsubscribing is I/O: only while the client lives; afterwards the subscription is parked
+      // and dropped by shutdown on the I/O thread while the subscriber still lives.
+      if (engine_->io().stopped()) {
+        std::lock_guard lock(engine_->parked_mutex_);
+        engine_->parked_.push_back(std::move(last));
+      } else {
+        last.reset();
+      }
+    }
+  }
+  engine_->acquisitions_.erase(this);
+  done_(ec, detail, held);
+}
+
+}  // namespace dlock::locks

@@ -1,0 +1,78 @@
+// src/locks/engine/acquisition.hpp
+//
+// One acquisition that may wait, on the I/O thread: carries out what its acquisition_machine
+// decides (send an attempt through the lock's protocol, join the lock's wait queue, arm a timer,
+// finish). A blocking lock() makes its first attempt on the calling thread (no hand-off when the
+// lock is free) and sleeps on one of these only when the lock is taken; an asynchronous
+// acquisition runs here from the start. An unlock message turns into the next attempt on the I/O
+// thread without waking any other thread first.
+#pragma once
+
+#include <asio.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "locks/engine/acquisition_machine.hpp"
+#include "locks/engine/lock_engine.hpp"
+
+namespace dlock::locks {
+
+class acquisition : public std::enable_shared_from_this<acquisition> {
+ public:
+  // `done` runs once, on the I/O thread (or on the caller of refuse()): an error with its
+  // detail, or whether the owner now holds the lock. It must not throw.
+  using completion = std::function<void(std::error_code ec, const std::string& detail, bool held)>;
+
+  struct params {
+    lock_ref lock;
+    std::uint64_t owner = 0;
+    // The owner is used once only (a lease key): an attempt whose reply was lost must release
+    // what it may have taken, since nobody would ever use that key again.
+    bool release_orphans = false;
+    std::optional<std::chrono::milliseconds> lease;
+    clock::time_point deadline;
+    std::stop_token cancel;
+  };
+
+  static std::shared_ptr<acquisition> create(std::shared_ptr<lock_engine> engine, params p,
+                                             completion done);
+  // Use create().
+  acquisition(std::shared_ptr<lock_engine> engine, params p, completion done);
+
+  // On the I/O thread: begins with an attempt, or behind this client's earlier waiters.
+  void start();
+  // On the I/O thread: the blocking caller's attempt found the lock held with `ttl_ms` left
+  // (`attempted`), or the caller queues behind earlier waiters that saw that much left.
+  void start_waiting(std::int64_t ttl_ms, bool attempted);
+  // On the I/O thread: the client is stopping.
+  void stop();
+  // Not started because the client is stopped: on the calling thread.
+  void refuse(const error& e);
+
+ private:
+  bool begin();
+  void run(const acquisition_machine::action& a);
+  void send_attempt();
+  void on_reply(const attempt_plan& plan, clock::time_point sent_at, std::error_code ec,
+                const reply& r);
+  void arm_timer(clock::time_point at);
+  void finish(std::error_code ec, const std::string& detail, bool held, bool give_back = false);
+
+  const std::shared_ptr<lock_engine> engine_;
+  const params p_;
+  const hold_key key_;
+  const std::string channel_;
+  completion done_;
+  acquisition_machine machine_;
+  wait_queues::waiter waiter_;
+  bool in_queue_ = false;
+  bool finished_ = false;
+  std::optional<asio::steady_timer> timer_;
+  std::uint64_t timer_generation_ = 0;
+  std::optional<std::stop_callback<std::function<void()>>> cancel_callback_;
+};
+
+}  // namespace dlock::locks

@@ -1,0 +1,94 @@
+// src/locks/engine/acquisition_machine.hpp
+//
+// The decisions of one acquisition that may wait, sans I/O: when to send an attempt, when to join
+// the lock's wait queue, how long to sleep, when to give up. The driver (acquisition.cpp) feeds
+// it events with the time and carries out the action each returns; both blocking lock() (after
+// its first attempt on the caller's thread) and the asynchronous API run it on the I/O thread.
+//
+//   state      | event                        | action / next state
+//   -----------+------------------------------+------------------------------------------------
+//   idle       | start, no earlier waiters    | attempt -> attempting
+//              | start, earlier waiters saw   | wait (join queue behind them) -> waiting
+//              |   the holder (queue behind)  |
+//   attempting | acquired                     | finish acquired (cancelled if a cancel came)
+//              | held (ttl), deadline passed  | finish timed_out
+//              | held (ttl), wake-up pending  | attempt -> attempting   (no unlock is lost)
+//              | held (ttl)                   | wait until min(deadline, now + ttl) -> waiting
+//              | failed                       | finish failed
+//              | wake-up / timer / cancel     | none (the reply decides; a cancel is kept)
+//   waiting    | wake-up or timer             | attempt -> attempting (at the deadline too:
+//              |                              |   its reply decides, as try_lock would)
+//              | cancel                       | finish cancelled
+//   done       | anything                     | none
+//
+// A wake-up stands for an unlock message. An attempt that used one and then failed hands it back
+// (finish.pass_wake_up), and the wait queue passes a waiter's unused wake-up on when it leaves, so
+// the unlock it announced reaches another waiter of this client.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+namespace dlock::locks {
+
+class acquisition_machine {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  enum class verdict { acquired, timed_out, cancelled, failed };
+
+  struct action {
+    enum class kind { none, attempt, wait, finish };
+    kind what = kind::none;
+    // wait: join the lock's wait queue first (the first wait only), recording the holder's TTL
+    // this machine saw (nullopt: it queued behind others without looking).
+    bool join_queue = false;
+    std::optional<std::int64_t> holder_ttl_ms;
+    clock::time_point wake_at{};       // wait: when the timer fires
+    verdict result = verdict::failed;  // finish
+    bool pass_wake_up = false;         // finish: the failed attempt's wake-up goes back
+  };
+
+  // `deadline`: when waiting ends (time_point::max(): never; a past one: one attempt).
+  explicit acquisition_machine(clock::time_point deadline) : deadline_(deadline) {}
+
+  // An acquisition that makes its own first attempt, unless this client already has waiters
+  // for the lock that saw its holder with `queued_ttl_ms` left: then it queues behind them.
+  action start(clock::time_point now, std::optional<std::int64_t> queued_ttl_ms);
+  // A blocking caller's attempt found the lock held with `ttl_ms` left (`attempted`), or the
+  // caller queued behind earlier waiters that saw that much left.
+  action start_waiting(clock::time_point now, std::int64_t ttl_ms, bool attempted);
+
+  // The driver sent the attempt an `attempt` action asked for; `used_wake_up`: it consumed one.
+  void attempt_sent(bool used_wake_up);
+
+  // The attempt's reply. `cancel_requested`: the caller's cancel token stopped meanwhile.
+  action on_acquired(bool cancel_requested);
+  action on_held(clock::time_point now, std::int64_t ttl_ms, bool wake_up_pending,
+                 bool cancel_requested);
+  action on_failed();
+
+  action on_wake_up();  // the lock's queue gave this waiter a wake-up
+  action on_timer();
+  action on_cancel();
+
+  bool attempting() const noexcept { return state_ == state::attempting; }
+  bool done() const noexcept { return state_ == state::done; }
+
+ private:
+  enum class state { idle, attempting, waiting, done };
+
+  action attempt();
+  action finish(verdict v, bool pass_wake_up = false);
+  action wait(clock::time_point now, std::int64_t ttl_ms, bool observed);
+
+  const clock::time_point deadline_;
+  state state_ = state::idle;
+  bool attempted_ = false;     // an attempt was made (by this machine or by the blocking caller)
+  bool in_queue_ = false;      // joined the lock's wait queue
+  bool used_wake_up_ = false;  // the attempt in flight consumed a wake-up
+  bool cancelled_ = false;     // a cancel arrived while an attempt was in flight
+};
+
+}  // namespace dlock::locks

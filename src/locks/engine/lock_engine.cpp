@@ -1,0 +1,342 @@
+#include "locks/engine/lock_engine.hpp"
+
+#include <future>
+
+#include "locks/engine/acquisition.hpp"
+#include "net/sync_call.hpp"
+
+namespace dlock::locks {
+
+using std::chrono::milliseconds;
+
+void check_lease(const milliseconds* lease) {
+  if (lease == nullptr) return;
+  if (lease->count() <= 0) throw error(errc::invalid_argument, "a lock lease must be positive");
+  if (*lease > max_lock_lease) {
+    throw error(errc::invalid_argument, "a lock lease of " + std::to_string(lease->count()) +
+                                            " ms is over the limit of " +
+                                            std::to_string(max_lock_lease.count()) + " ms");
+  }
+}
+
+clock::time_point deadline_after(clock::duration wait) noexcept {
+  const auto now = clock::now();
+  if (wait <= clock::duration::zero()) return now;
+  if (wait >= clock::time_point::max() - now) return clock::time_point::max();
+  return now + wait;
+}
+
+std::shared_ptr<lock_engine> lock_engine::create(asio::io_context& io, route::router& router,
+                                                 const lock_options& settings,
+                                                 milliseconds request_timeout) {
+  std::shared_ptr<lock_engine> engine(new lock_engine(io, router, settings, request_timeout));
+  engine->start();
+  return engine;
+}
+
+lock_engine::lock_engine(asio::io_context& io, route::router& router, const lock_options& settings,
+                         milliseconds request_timeout)
+    : io_(io, router, request_timeout),
+      on_lock_lost_(settings.on_lock_lost),
+      holds_(settings.watchdog_timeout, core::random_id(), counters_),
+      waiters_([this](const std::string& channel) { return subscribe(channel); }) {}
+
+void lock_engine::start() {
+  releases_ = std::make_shared<release_queue>(
+      [this](const script_call& call, bool urgent, std::function<void(std::error_code)> done) {
+        io_.eval(
+            call, [done = std::move(done)](std::error_code ec, reply) { done(ec); }, urgent);
+      },
+      counters_);
+  watchdog_ = std::make_shared<watchdog>(io_, holds_, counters_,
+                                         [this](const losses& lost) { fire(lost); });
+  core::add_thread_exit_listener(this);
+}
+
+lock_engine::~lock_engine() {
+  core::remove_thread_exit_listener(this);
+}
+
+std::string lock_engine::owner_field(std::uint64_t owner) const {
+  return holds_.registry.owner_field(owner);
+}
+
+subscription lock_engine::subscribe(const std::string& channel) {
+  std::weak_ptr<lock_engine> weak = weak_from_this();
+  return io_.use([&](route::router& router) {
+    pubsub::subscriber& sub = router.subscriber_for(channel);
+    const std::uint64_t id = sub.add(channel, {[weak, channel](std::string_view) {
+                                                 if (auto self = weak.lock())
+                                                   self->waiters_.on_message(channel);
+                                               },
+                                               [weak, channel] {
+                                                 if (auto self = weak.lock())
+                                                   self->waiters_.on_subscribed(channel);
+                                               }});
+    return pubsub::make_subscription(sub, id);
+  });
+}
+
+void lock_engine::fire(const losses& lost) const noexcept {
+  for (const auto& s : lost.stops)
+    s->request_stop();
+  if (!on_lock_lost_) return;
+  for (const lock_loss& event : lost.events) {
+    try {
+      on_lock_lost_(event);
+    } catch (...) {
+      // Documented: the callback must not throw; a failing logger must not stop the others.
+    }
+  }
+}
+
+reply lock_engine::call(const script_call& c) {
+  io_.check_not_io_thread();
+  net::sync_call call;
+  io_.eval(c, call.handler());
+  return call.wait();
+}
+
+// --- acquiring ---------------------------------------------------------------------------------
+
+attempt_plan lock_engine::plan(const hold_key& key, const milliseconds* lease) {
+  std::lock_guard lock(holds_.mutex);
+  return holds_.registry.plan(key, lease);
+}
+
+void lock_engine::record(const hold_key& key, const attempt_plan& plan,
+                         const attempt_outcome& outcome, clock::time_point sent_at) {
+  losses lost;
+  std::optional<clock::time_point> wake;
+  {
+    std::lock_guard lock(holds_.mutex);
+    wake = holds_.registry.record_attempt(key, plan, outcome, sent_at, io_.stopped(),
+                                          holds_.timer_at, lost);
+  }
+  fire(lost);
+  // The timer is re-armed only if this hold needs it sooner: one round per acquisition would
+  // cost the I/O thread a pass over the due leases every time.
+  if (wake) watchdog_->wake();
+}
+
+attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t owner,
+                                         const milliseconds* lease) {
+  const hold_key key{lock, owner};
+  const attempt_plan p = plan(key, lease);
+  const auto sent_at = clock::now();
+  const reply r = call(lock.protocol->attempt({lock.name, p.owner, p.lease, p.known_holds}));
+  const attempt_outcome outcome = lock.protocol->read_attempt(r);
+  record(key, p, outcome, sent_at);
+  return outcome;
+}
+
+bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milliseconds* lease,
+                          clock::time_point deadline) {
+  check_lease(lease);
+  io_.check_not_io_thread();
+  std::optional<std::int64_t> queued;
+  // Behind this client's earlier waiters, unless the owner re-enters a hold it has.
+  if (deadline > clock::now()) {
+    queued = waiters_.queued_ttl(lock);
+    if (queued && hold_count(lock, owner) != 0) queued.reset();
+  }
+  bool attempted = false;
+  std::int64_t ttl = queued.value_or(-1);
+  if (!queued) {
+    const attempt_outcome first = attempt_now(lock, owner, lease);
+    if (first.status != attempt_outcome::kind::held_by_other) return true;
+    if (clock::now() >= deadline) {
+      ++counters_.timed_out;
+      return false;
+    }
+    attempted = true;
+    ttl = first.holder_ttl_ms;
+  }
+  // Wait on the I/O thread's machine; the outcome travels as a reply (integer 1: held).
+  net::sync_call call;
+  auto machine = acquisition::create(
+      shared_from_this(),
+      {lock, owner, false, lease ? std::optional(*lease) : std::nullopt, deadline, {}},
+      [done = call.handler()](std::error_code ec, const std::string& detail, bool held) {
+        done(ec, ec ? reply::make_error(detail) : reply::make_integer(held ? 1 : 0));
+      });
+  io_.post([machine, ttl, attempted] { machine->start_waiting(ttl, attempted); });
+  return call.wait().integer == 1;
+}
+
+void lock_engine::async_acquire(const lock_ref& lock, const acquire_options& options,
+                                lease_completion done) {
+  if (!done) throw error(errc::invalid_argument, "an asynchronous acquisition needs a handler");
+  check_lease(options.lease ? &*options.lease : nullptr);
+  constexpr auto forever = std::chrono::hours(24 * 365 * 100);  // and cannot overflow
+  const auto deadline = options.wait && *options.wait < forever ? deadline_after(*options.wait)
+                                                                : clock::time_point::max();
+  const std::uint64_t owner = core::new_owner_key();
+  auto on_done = [weak = weak_from_this(), lock, owner, done = std::move(done)](
+                     std::error_code ec, const std::string& detail, bool held) {
+    lock_lease lease;
+    if (!ec && held) {
+      if (auto self = weak.lock()) lease = self->make_lease(lock, owner);
+    }
+    try {
+      done(ec, detail, std::move(lease));
+    } catch (...) {
+      // The caller's handler failed; a lease it did not keep is released by its destructor.
+    }
+  };
+  auto machine = acquisition::create(shared_from_this(),
+                                     {lock, owner, true, options.lease, deadline, options.cancel},
+                                     std::move(on_done));
+  try {
+    io_.post([machine] { machine->start(); });
+  } catch (const error& e) {
+    machine->refuse(e);  // stopped: on the calling thread, as documented
+  }
+}
+
+lock_lease lock_engine::make_lease(const lock_ref& lock, std::uint64_t owner) {
+  const hold_key key{lock, owner};
+  std::lock_guard guard(holds_.mutex);
+  if (holds_.registry.count(key) == 0 && holds_.registry.token(key) == 0) return {};
+  return make_lock_lease(shared_from_this(), lock, owner, holds_.registry.owner_field(owner),
+                         holds_.registry.token(key), holds_.registry.stop_token(key));
+}
+
+// --- releasing ---------------------------------------------------------------------------------
+
+std::error_code lock_engine::release(const lock_ref& lock, std::uint64_t owner) noexcept {
+  try {
+    std::error_code result;
+    std::lock_guard guard(holds_.mutex);
+    auto request = holds_.registry.release({lock, owner}, result);
+    // Queued under the holds' mutex: a renewal batch for this lock is on the wire first.
+    if (request) releases_->send(*lock.protocol, std::move(*request));
+    return result;
+  } catch (const error& e) {
+    return e.code();
+  } catch (...) {
+    // Out of memory while building the request: the lease will end the hold on the server.
+    return make_error_code(errc::client_stopped);
+  }
+}
+
+void lock_engine::release_orphan(const hold_key& key) noexcept {
+  try {
+    std::lock_guard guard(holds_.mutex);
+    if (auto request = holds_.registry.orphan_release(key)) {
+      releases_->send(*key.lock.protocol, std::move(*request));
+    }
+  } catch (...) {
+    // Stopped, or out of memory: the orphan ends with its lease.
+  }
+}
+
+void lock_engine::shutdown(milliseconds limit) {
+  releases_->drain(limit);  // releases already queued (and their retries) get `limit`
+  io_.stop();               // nothing new reaches the router from now on
+  losses lost;
+  {
+    // Nobody renews the remaining holds any more: their holders must hear it.
+    std::lock_guard lock(holds_.mutex);
+    holds_.registry.lose_all(lock_loss_reason::client_stopped, lost);
+  }
+  // The timer and the acquisitions belong to the I/O thread: finish them there, so that handles
+  // that outlive the client never touch the destroyed io_context.
+  std::promise<void> dropped;
+  asio::post(io_.io(), [this, &dropped] {
+    std::vector<std::shared_ptr<acquisition>> all;  // copied: finishing erases from the map
+    for (const auto& [raw, machine] : acquisitions_)
+      all.push_back(machine);
+    for (const auto& machine : all)
+      machine->stop();  // waiting callers and async handlers get client_stopped
+    std::vector<subscription> parked;
+    {
+      std::lock_guard lock(parked_mutex_);
+      parked.swap(parked_);
+    }
+    parked.clear();  // while the subscriber and its io_context live
+    watchdog_->stop();
+    dropped.set_value();
+  });
+  dropped.get_future().wait();
+  fire(lost);
+}
+
+// --- admin and queries -------------------------------------------------------------------------
+
+bool lock_engine::force_release(const lock_ref& lock) {
+  return lock.protocol->read_force_release(lock.name,
+                                           call(lock.protocol->force_release(lock.name)));
+}
+
+lock_status lock_engine::status(const lock_ref& lock) {
+  lock_status s = lock.protocol->read_status(lock.name, call(lock.protocol->status(lock.name)));
+  const std::string channel = lock.protocol->wake_channel(lock.name);
+  const std::string_view numsub[] = {"PUBSUB", "NUMSUB", channel};
+  net::sync_call c;
+  io_.use([&](route::router& router) {
+    router.send(route::target::key(channel), numsub, c.handler(), io_.request_timeout());
+  });
+  const reply n = c.wait();
+  if (n.is_array() && n.elements.size() == 2) {
+    s.subscribers = static_cast<std::uint64_t>(n.elements[1].integer);
+  }
+  return s;
+}
+
+milliseconds lock_engine::remaining_ttl(const std::string& name) {
+  io_.check_not_io_thread();
+  const std::string_view args[] = {"PTTL", name};
+  net::sync_call c;
+  io_.use([&](route::router& router) {
+    router.send(route::target::key(name), args, c.handler(), io_.request_timeout());
+  });
+  return milliseconds(c.wait().integer);
+}
+
+bool lock_engine::exists(const std::string& name) {
+  io_.check_not_io_thread();
+  const std::string_view args[] = {"EXISTS", name};
+  net::sync_call c;
+  io_.use([&](route::router& router) {
+    router.send(route::target::key(name), args, c.handler(), io_.request_timeout());
+  });
+  return c.wait().integer == 1;
+}
+
+std::uint64_t lock_engine::hold_count(const lock_ref& lock, std::uint64_t owner) const noexcept {
+  std::lock_guard guard(const_cast<std::mutex&>(holds_.mutex));
+  return holds_.registry.count({lock, owner});
+}
+
+std::uint64_t lock_engine::fencing_token(const lock_ref& lock, std::uint64_t owner) const noexcept {
+  std::lock_guard guard(const_cast<std::mutex&>(holds_.mutex));
+  return holds_.registry.token({lock, owner});
+}
+
+std::stop_token lock_engine::stop_token(const lock_ref& lock, std::uint64_t owner) const noexcept {
+  std::lock_guard guard(const_cast<std::mutex&>(holds_.mutex));
+  return holds_.registry.stop_token({lock, owner});
+}
+
+void lock_engine::on_thread_exit(std::uint64_t thread_key) noexcept {
+  // A thread that ended cannot unlock: stop renewing its holds and let their leases run out.
+  // Copies of their stop tokens (handed to other threads) hear that the holds are gone.
+  losses lost;
+  {
+    std::lock_guard lock(holds_.mutex);
+    holds_.registry.drop_owner(thread_key, lock_loss_reason::thread_exited, lost);
+  }
+  if (lost.empty()) return;
+  // Stop callbacks are user code; here the thread-exit registry's mutex is held, so they run on
+  // the I/O thread instead.
+  try {
+    io_.post([weak = weak_from_this(), lost] {
+      if (auto self = weak.lock()) self->fire(lost);
+    });
+  } catch (...) {
+    // Stopped: the client reported every hold lost already.
+  }
+}
+
+}  // namespace dlock::locks

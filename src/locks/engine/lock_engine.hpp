@@ -1,0 +1,136 @@
+// src/locks/engine/lock_engine.hpp
+//
+// What every lock type shares, one per client, driven by each type's lock_protocol:
+//   hold_book      this client's holds and the watchdog's schedule (hold_registry, sans I/O)
+//   watchdog       renews due leases in batched scripts and reports expired holds
+//   wait_queues    one FIFO per lock, one subscription per wake channel
+//   acquisition    an attempt that may wait: acquisition_machine's decisions carried out on the
+//                  I/O thread, for blocking and asynchronous callers alike
+//   release_queue  releases without waiting, retried idempotently
+//   engine_io      the way out to the router and the I/O thread, closed by shutdown()
+// The public handles (dlock::mutex, dlock::lock_lease, ...) are thin: a lock_ref plus this.
+//
+// Locking order: engine_io's lifetime lock (shared) may be taken under the holds' mutex or the
+// wait queues' mutex, never the other way round; those two are never held together; user
+// callbacks (stop callbacks, on_lock_lost, acquisition handlers) run with none held.
+//
+// Lifetime: handles keep the engine alive, possibly longer than the client. After shutdown()
+// nothing touches the router or the io_context again; every call fails with
+// errc::client_stopped and every remaining hold has been reported lost.
+#pragma once
+
+#include <asio.hpp>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/identity.hpp"
+#include "dlock/lock_lease.hpp"
+#include "dlock/lock_options.hpp"
+#include "dlock/lock_status.hpp"
+#include "dlock/mutex.hpp"
+#include "locks/engine/engine_io.hpp"
+#include "locks/engine/hold_registry.hpp"
+#include "locks/engine/lock_counters.hpp"
+#include "locks/engine/release_queue.hpp"
+#include "locks/engine/wait_queues.hpp"
+#include "locks/engine/watchdog.hpp"
+
+namespace dlock::locks {
+
+class acquisition;
+
+class lock_engine : public std::enable_shared_from_this<lock_engine>,
+                    private core::thread_exit_listener {
+ public:
+  // `io` and `router` must stay alive until shutdown() returns (the client owns them).
+  static std::shared_ptr<lock_engine> create(asio::io_context& io, route::router& router,
+                                             const lock_options& settings,
+                                             std::chrono::milliseconds request_timeout);
+  ~lock_engine() override;
+
+  // Takes or re-enters `lock` for owner `owner` (a thread key), blocking. `lease`: explicit, or
+  // nullptr for the watchdog. Waits until `deadline` (a past one: one attempt). Returns whether
+  // the owner holds it. Throws dlock::error for I/O failures and invalid durations.
+  bool acquire(const lock_ref& lock, std::uint64_t owner, const std::chrono::milliseconds* lease,
+               clock::time_point deadline);
+  // Takes `lock` for a new lock_lease without blocking; see mutex::async_acquire(). `done` also
+  // gets the failure's detail (the server's or the system's message).
+  using lease_completion =
+      std::function<void(std::error_code ec, const std::string& detail, lock_lease lease)>;
+  void async_acquire(const lock_ref& lock, const acquire_options& options, lease_completion done);
+
+  // Releases one hold of `owner`; see mutex::unlock_checked(). Never throws.
+  std::error_code release(const lock_ref& lock, std::uint64_t owner) noexcept;
+
+  bool force_release(const lock_ref& lock);
+  lock_status status(const lock_ref& lock);
+  // PTTL of the key `name` (-2 none, -1 no TTL); EXISTS.
+  std::chrono::milliseconds remaining_ttl(const std::string& name);
+  bool exists(const std::string& name);
+
+  // The hold of `lock` by `owner` (no I/O).
+  std::uint64_t hold_count(const lock_ref& lock, std::uint64_t owner) const noexcept;
+  std::uint64_t fencing_token(const lock_ref& lock, std::uint64_t owner) const noexcept;
+  std::stop_token stop_token(const lock_ref& lock, std::uint64_t owner) const noexcept;
+  // "<client id>:<owner key>": the hash field of an owner.
+  std::string owner_field(std::uint64_t owner) const;
+
+  lock_metrics metrics() const noexcept { return counters_.snapshot(); }
+  engine_io& io() noexcept { return io_; }
+
+  // The client is stopping: gives queued releases up to `limit` to reach Redis, then stops
+  // everything. Afterwards every call fails with errc::client_stopped.
+  void shutdown(std::chrono::milliseconds limit);
+
+ private:
+  friend class acquisition;
+
+  lock_engine(asio::io_context& io, route::router& router, const lock_options& settings,
+              std::chrono::milliseconds request_timeout);
+  void start();  // after construction: parts that need shared_from_this
+
+  // One attempt, blocking. Returns what it found.
+  attempt_outcome attempt_now(const lock_ref& lock, std::uint64_t owner,
+                              const std::chrono::milliseconds* lease);
+  // Records an attempt's reply (on any thread).
+  void record(const hold_key& key, const attempt_plan& plan, const attempt_outcome& outcome,
+              clock::time_point sent_at);
+  attempt_plan plan(const hold_key& key, const std::chrono::milliseconds* lease);
+  void release_orphan(const hold_key& key) noexcept;
+  lock_lease make_lease(const lock_ref& lock, std::uint64_t owner);
+  reply call(const script_call& c);
+  void fire(const losses& lost) const noexcept;
+  subscription subscribe(const std::string& channel);
+  void on_thread_exit(std::uint64_t thread_key) noexcept override;
+
+  engine_io io_;
+  lock_counters counters_;
+  const std::function<void(const lock_loss&)> on_lock_lost_;
+  hold_book holds_;
+  wait_queues waiters_;
+  std::shared_ptr<release_queue> releases_;
+  std::shared_ptr<watchdog> watchdog_;
+  // Acquisitions under way on the I/O thread; I/O thread only.
+  std::map<acquisition*, std::shared_ptr<acquisition>> acquisitions_;
+  // Subscriptions whose last waiter left after shutdown began: dropped on the I/O thread.
+  std::mutex parked_mutex_;
+  std::vector<subscription> parked_;
+};
+
+// Throws errc::invalid_argument unless `lease` is null or within (0, max_lock_lease].
+void check_lease(const std::chrono::milliseconds* lease);
+
+// now + `wait`, saturated: a wait that would pass the clock's range waits forever.
+clock::time_point deadline_after(clock::duration wait) noexcept;
+
+// A lease object for `owner`'s hold of `lock` (defined with dlock::lock_lease).
+lock_lease make_lock_lease(std::shared_ptr<lock_engine> engine, const lock_ref& lock,
+                           std::uint64_t owner, std::string owner_field, std::uint64_t token,
+                           std::stop_token stop);
+
+}  // namespace dlock::locks

@@ -1,0 +1,100 @@
+// src/locks/engine/lock_protocol.hpp
+//
+// What one lock type says, with no I/O: which script an attempt, a release, a renewal, a forced
+// release and a status read run, with which keys and arguments, and what their replies mean. The
+// engine (lock_engine and its parts in this folder) does everything else the same way for every
+// type: holds, waiting, the watchdog, release retries, loss reports, lifetime. A new lock type is
+// a protocol, its scripts and a thin public handle (see docs/architecture.md, "Adding a lock
+// type").
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlock/lock_status.hpp"
+#include "dlock/reply.hpp"
+#include "dlock/script.hpp"
+
+namespace dlock::locks {
+
+// One script run: the script and its keys and arguments, owned. The first key routes it.
+struct script_call {
+  const script* code = nullptr;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+// An acquisition attempt by one owner (its hash field).
+struct attempt_request {
+  std::string_view name;
+  std::string_view owner;
+  std::chrono::milliseconds lease{0};
+  std::uint64_t known_holds = 0;  // the holds this client knows the owner has (0: a first hold)
+};
+
+// What an attempt's reply says.
+struct attempt_outcome {
+  enum class kind { acquired, reentered, held_by_other };
+  kind status = kind::held_by_other;
+  std::uint64_t token = 0;          // acquired: the new hold's fencing token
+  std::uint64_t count = 0;          // acquired / reentered: the owner's hold count now
+  std::int64_t holder_ttl_ms = -1;  // held_by_other: the holder's lease left (-1: no TTL)
+};
+
+// A release of one hold. Retried releases carry the released hold's fencing token, so that a
+// retry arriving after a newer hold began changes nothing.
+struct release_request {
+  std::string name;
+  std::string owner;
+  std::chrono::milliseconds lease{0};  // re-set while holds remain
+  std::uint64_t remaining = 0;         // the holds the owner keeps afterwards (0: free the lock)
+  std::uint64_t token = 0;             // the released hold's fencing token (0: no check)
+  bool retry = false;                  // a retry checks `token`; the first try needs no check
+};
+
+// One watchdog renewal: the lock and the owner whose lease is extended.
+struct renewal_target {
+  std::string_view name;
+  std::string_view owner;
+};
+
+class lock_protocol {
+ public:
+  virtual ~lock_protocol() = default;
+
+  // A short name for messages and metrics: "reentrant", "plain", ...
+  virtual std::string_view kind() const noexcept = 0;
+
+  // The channel on which releases of `name` are announced; waiters listen there. Several locks
+  // may share one channel (the engine wakes each lock's own waiters).
+  virtual std::string wake_channel(std::string_view name) const = 0;
+
+  virtual script_call attempt(const attempt_request& request) const = 0;
+  // Throws dlock::error(errc::protocol_error) for a reply the script cannot have sent.
+  virtual attempt_outcome read_attempt(const reply& r) const = 0;
+
+  virtual script_call release(const release_request& request) const = 0;
+
+  // Renews `targets` (all in one routing group) to `lease`; the reply has one answer per target.
+  virtual script_call renew(std::span<const renewal_target> targets,
+                            std::chrono::milliseconds lease) const = 0;
+  // Whether target i was renewed; throws errc::protocol_error for a malformed reply.
+  virtual std::vector<bool> read_renewal(const reply& r, std::size_t targets) const = 0;
+
+  // Deletes the lock whoever holds it and wakes its waiters.
+  virtual script_call force_release(std::string_view name) const = 0;
+  // Returns whether there was a lock; throws errc::wrong_type for a key of another kind.
+  virtual bool read_force_release(std::string_view name, const reply& r) const = 0;
+
+  virtual script_call status(std::string_view name) const = 0;
+  virtual lock_status read_status(std::string_view name, const reply& r) const = 0;
+
+  // The Lua sources every command connection loads when it connects.
+  virtual std::vector<std::string_view> scripts() const = 0;
+};
+
+}  // namespace dlock::locks

@@ -1,0 +1,65 @@
+#include "locks/engine/release_queue.hpp"
+
+#include "dlock/error.hpp"
+
+namespace dlock::locks {
+namespace {
+
+// A release may have run when it fails this way; the protocol makes sending it again harmless.
+bool is_retryable(std::error_code ec) {
+  return ec == errc::connection_lost || ec == errc::timeout || ec == errc::connect_failed ||
+         ec == errc::connect_timeout;
+}
+
+}  // namespace
+
+void release_queue::send(const lock_protocol& protocol, release_request request) {
+  send_try(protocol, std::move(request), release_tries, false);
+}
+
+void release_queue::send_try(const lock_protocol& protocol, release_request request, int tries_left,
+                             bool urgent) {
+  {
+    std::lock_guard lock(mutex_);
+    ++in_flight_;
+  }
+  const script_call call = protocol.release(request);
+  auto on_done = [weak = weak_from_this(), &protocol, request = std::move(request),
+                  tries_left](std::error_code ec) mutable {
+    auto self = weak.lock();
+    if (!self) return;
+    // The first try may have run: the retry carries the hold's token (see release_request) and
+    // goes ahead of everything not yet written.
+    if (ec && is_retryable(ec) && tries_left > 1) {
+      ++self->counters_.release_retries;
+      request.retry = true;
+      try {
+        self->send_try(protocol, std::move(request), tries_left - 1, true);
+      } catch (...) {
+        // Stopped meanwhile: the lease ends the hold.
+      }
+    }
+    self->finished();
+  };
+  try {
+    send_(call, urgent, std::move(on_done));
+  } catch (...) {
+    finished();
+    throw;
+  }
+}
+
+void release_queue::finished() {
+  {
+    std::lock_guard lock(mutex_);
+    --in_flight_;
+  }
+  idle_.notify_all();
+}
+
+void release_queue::drain(std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex_);
+  idle_.wait_for(lock, limit, [&] { return in_flight_ == 0; });
+}
+
+}  // namespace dlock::locks

@@ -1,0 +1,52 @@
+// src/locks/engine/release_queue.hpp
+//
+// Releases go out without the releaser waiting for them. One that meets a dead connection or a
+// timeout is sent again (at most `release_tries` times, ahead of everything not yet written):
+// the protocol makes a retry idempotent (it carries the released hold's fencing token and changes
+// nothing once a newer hold exists). The queue counts releases in flight so the client can give
+// them a bounded time to reach the server when it stops.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "locks/engine/lock_counters.hpp"
+#include "locks/engine/lock_protocol.hpp"
+
+namespace dlock::locks {
+
+class release_queue : public std::enable_shared_from_this<release_queue> {
+ public:
+  // Sends one script call; `done` runs once with its outcome. Throws errc::client_stopped when
+  // nothing can be sent any more.
+  using send_fn = std::function<void(const script_call& call, bool urgent,
+                                     std::function<void(std::error_code)> done)>;
+
+  static constexpr int release_tries = 5;
+
+  release_queue(send_fn send, lock_counters& counters)
+      : send_(std::move(send)), counters_(counters) {}
+
+  // Sends `request` by `protocol` (which must outlive the queue). Throws as send_fn.
+  void send(const lock_protocol& protocol, release_request request);
+
+  // Waits up to `limit` until no release is in flight.
+  void drain(std::chrono::milliseconds limit);
+
+ private:
+  void send_try(const lock_protocol& protocol, release_request request, int tries_left,
+                bool urgent);
+  void finished();
+
+  send_fn send_;
+  lock_counters& counters_;
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  std::size_t in_flight_ = 0;
+};
+
+}  // namespace dlock::locks

@@ -1,0 +1,127 @@
+#include "locks/engine/wait_queues.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace dlock::locks {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+void wait_queues::lock_waiters::saw_holder(std::int64_t ttl_ms) {
+  holder_seen = true;
+  holder_lease_end =
+      ttl_ms >= 0 ? std::optional(steady_clock::now() + milliseconds(ttl_ms)) : std::nullopt;
+}
+
+void wait_queues::join(const lock_ref& lock, const std::string& channel, waiter* w,
+                       std::optional<std::int64_t> holder_ttl_ms) {
+  std::lock_guard guard(mutex_);
+  auto [channel_it, new_channel] = channels_.try_emplace(channel);
+  if (new_channel) {
+    try {
+      channel_it->second.sub = subscribe_(channel);
+    } catch (...) {
+      channels_.erase(channel_it);
+      throw;
+    }
+  }
+  auto [it, new_lock] = locks_.try_emplace(lock);
+  if (new_lock) {
+    it->second.channel = channel;
+    channel_it->second.locks.push_back(lock);
+  }
+  it->second.queue.push_back(w);
+  // In the same critical section, so a newcomer never sees this waiter without the holder.
+  if (holder_ttl_ms) it->second.saw_holder(*holder_ttl_ms);
+}
+
+void wait_queues::saw_holder(const lock_ref& lock, std::int64_t ttl_ms) {
+  std::lock_guard guard(mutex_);
+  const auto it = locks_.find(lock);
+  if (it != locks_.end()) it->second.saw_holder(ttl_ms);
+}
+
+std::optional<std::int64_t> wait_queues::queued_ttl(const lock_ref& lock) {
+  std::lock_guard guard(mutex_);
+  if (locks_.empty()) return std::nullopt;
+  const auto it = locks_.find(lock);
+  if (it == locks_.end() || it->second.queue.empty() || !it->second.holder_seen) {
+    return std::nullopt;
+  }
+  const auto& end = it->second.holder_lease_end;
+  if (!end) return -1;
+  const auto left = std::chrono::ceil<milliseconds>(*end - steady_clock::now());
+  return std::max<std::int64_t>(left.count(), 0);
+}
+
+bool wait_queues::take_wake_up(waiter* w) {
+  std::lock_guard guard(mutex_);
+  return std::exchange(w->wake_up, false);
+}
+
+bool wait_queues::has_wake_up(waiter* w) {
+  std::lock_guard guard(mutex_);
+  return w->wake_up;
+}
+
+subscription wait_queues::leave(const lock_ref& lock, waiter* w, bool give_back) {
+  std::lock_guard guard(mutex_);
+  const auto it = locks_.find(lock);
+  if (it == locks_.end()) return {};
+  auto& queue = it->second.queue;
+  queue.erase(std::remove(queue.begin(), queue.end(), w), queue.end());
+  // A waiter that leaves (timed out, or failed) with an unused wake-up passes it on: the unlock
+  // it stands for is still there for someone else to take.
+  if (std::exchange(w->wake_up, false) || give_back) give_wake_up(it->second);
+  if (!queue.empty()) return {};
+  const std::string channel = it->second.channel;
+  locks_.erase(it);
+  const auto ch = channels_.find(channel);
+  if (ch == channels_.end()) return {};
+  auto& locks = ch->second.locks;
+  locks.erase(std::remove(locks.begin(), locks.end(), lock), locks.end());
+  if (!locks.empty()) return {};
+  subscription last = std::move(ch->second.sub);
+  channels_.erase(ch);
+  return last;
+}
+
+void wait_queues::give_wake_up(lock_waiters& waiters) {
+  // One message, one waiter: the first that has no wake-up pending; it keeps its place in line.
+  for (waiter* w : waiters.queue) {
+    if (w->wake_up) continue;
+    w->wake_up = true;
+    w->wake();
+    return;
+  }
+}
+
+void wait_queues::on_message(const std::string& channel) {
+  std::lock_guard guard(mutex_);
+  const auto ch = channels_.find(channel);
+  if (ch == channels_.end()) return;
+  // The message does not say which of the channel's locks was released: each gets one wake-up
+  // (a spare attempt at worst, never a missed release).
+  for (const lock_ref& lock : ch->second.locks) {
+    const auto it = locks_.find(lock);
+    if (it != locks_.end()) give_wake_up(it->second);
+  }
+}
+
+void wait_queues::on_subscribed(const std::string& channel) {
+  // Subscribed (again): what was published before is lost, so every waiter re-checks.
+  std::lock_guard guard(mutex_);
+  const auto ch = channels_.find(channel);
+  if (ch == channels_.end()) return;
+  for (const lock_ref& lock : ch->second.locks) {
+    const auto it = locks_.find(lock);
+    if (it == locks_.end()) continue;
+    for (waiter* w : it->second.queue) {
+      w->wake_up = true;
+      w->wake();
+    }
+  }
+}
+
+}  // namespace dlock::locks

@@ -1,0 +1,88 @@
+// src/locks/engine/wait_queues.hpp
+//
+// This client's waiters, one FIFO per lock (not per channel: two locks may announce their
+// releases on one channel, as `q` and `{q}` do under Redisson's naming), and one subscription per
+// wake channel however many locks and waiters listen on it.
+//   - An unlock message on a channel gives one wake-up to each lock listening there: the first
+//     waiter of that lock that has none pending. The others sleep on.
+//   - A (re)subscription gives every waiter on the channel a wake-up: messages sent while
+//     unsubscribed are lost, so everyone re-checks.
+//   - A waiter that leaves with an unused wake-up passes it to the next waiter of its lock.
+//   - A newcomer queues behind the lock's waiters that saw the holder, instead of making an
+//     attempt that would fail (first come, first served among this client's waiters).
+// Thread-safe. `wake` callbacks run with the internal mutex held and must only post work.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dlock/subscription.hpp"
+#include "locks/engine/hold_registry.hpp"
+
+namespace dlock::locks {
+
+class wait_queues {
+ public:
+  // A waiting acquisition, as the queue sees it. Owned by the acquisition; it must leave() before
+  // it is destroyed.
+  struct waiter {
+    std::function<void()> wake;  // posts the wake-up to the acquisition
+    bool wake_up = false;        // a wake-up is pending (guarded by the queues' mutex)
+  };
+  // Subscribes a channel for the queues: returns the subscription, whose listener calls
+  // on_message() and on_subscribed(). Called with the mutex held; must not call back in.
+  using subscribe_fn = std::function<subscription(const std::string& channel)>;
+
+  explicit wait_queues(subscribe_fn subscribe) : subscribe_(std::move(subscribe)) {}
+
+  // Queues `w` for `lock`, whose releases are announced on `channel`; the first waiter of a
+  // channel subscribes it (and throws what subscribing throws). `holder_ttl_ms`: the holder's
+  // lease left as the waiter's failed attempt saw it (-1: no TTL); nullopt if it made none.
+  void join(const lock_ref& lock, const std::string& channel, waiter* w,
+            std::optional<std::int64_t> holder_ttl_ms);
+  // A waiter's later attempt saw the holder with `ttl_ms` left.
+  void saw_holder(const lock_ref& lock, std::int64_t ttl_ms);
+  // If this client has waiters for `lock` that saw its holder: the holder's lease left as they
+  // last saw it (-1: no TTL). Cheap when nobody waits at all (the uncontended path).
+  std::optional<std::int64_t> queued_ttl(const lock_ref& lock);
+  // Takes `w`'s pending wake-up; returns whether it had one.
+  bool take_wake_up(waiter* w);
+  bool has_wake_up(waiter* w);
+  // Removes `w` (passing an unused wake-up on, and a `give_back` one too). Returns the channel's
+  // subscription when `w` was its last listener: the caller drops it where that is safe.
+  subscription leave(const lock_ref& lock, waiter* w, bool give_back);
+
+  void on_message(const std::string& channel);
+  void on_subscribed(const std::string& channel);
+
+ private:
+  struct lock_waiters {
+    std::string channel;
+    std::deque<waiter*> queue;
+    // When the holder's lease ends, as the latest failed attempt saw it (nullopt: no TTL); only
+    // meaningful once `holder_seen`.
+    bool holder_seen = false;
+    std::optional<std::chrono::steady_clock::time_point> holder_lease_end;
+    void saw_holder(std::int64_t ttl_ms);
+  };
+  struct channel_listeners {
+    subscription sub;
+    std::vector<lock_ref> locks;
+  };
+
+  static void give_wake_up(lock_waiters& waiters);
+
+  subscribe_fn subscribe_;
+  std::mutex mutex_;
+  std::map<lock_ref, lock_waiters> locks_;
+  std::map<std::string, channel_listeners> channels_;
+};
+
+}  // namespace dlock::locks

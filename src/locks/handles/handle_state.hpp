@@ -1,0 +1,35 @@
+// src/locks/handles/handle_state.hpp
+//
+// What the public handles hold, opaque to users: the engine and the lock (dlock::mutex), or one
+// hold of it (dlock::lock_lease).
+#pragma once
+
+#include <memory>
+#include <stop_token>
+#include <string>
+
+#include "dlock/lock_lease.hpp"
+#include "dlock/mutex.hpp"
+#include "locks/engine/lock_engine.hpp"
+
+namespace dlock {
+
+class mutex::impl {
+ public:
+  impl(std::shared_ptr<locks::lock_engine> e, locks::lock_ref l)
+      : engine(std::move(e)), lock(std::move(l)) {}
+  const std::shared_ptr<locks::lock_engine> engine;
+  const locks::lock_ref lock;
+};
+
+class lock_lease::impl {
+ public:
+  std::shared_ptr<locks::lock_engine> engine;
+  locks::lock_ref lock;
+  std::uint64_t owner = 0;
+  std::string owner_field;
+  std::uint64_t token = 0;
+  std::stop_token stop;
+};
+
+}  // namespace dlock

@@ -1,0 +1,134 @@
+// dlock::mutex: a thin handle on the client's lock engine with the reentrant protocol.
+#include "dlock/mutex.hpp"
+
+#include "core/identity.hpp"
+#include "locks/handles/handle_state.hpp"
+
+namespace dlock {
+namespace {
+
+template <typename F>
+auto no_throw(std::error_code& ec, F&& f) noexcept -> decltype(f()) {
+  ec.clear();
+  try {
+    return f();
+  } catch (const error& e) {
+    ec = e.code();
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  } catch (...) {
+    ec = make_error_code(errc::protocol_error);
+  }
+  return decltype(f())();
+}
+
+}  // namespace
+
+void mutex::lock() {
+  (void)acquire_for(steady_clock::duration::max(), nullptr);
+}
+
+void mutex::lock(lease_time lease) {
+  const auto explicit_lease = lease.value();
+  (void)acquire_for(steady_clock::duration::max(), &explicit_lease);
+}
+
+void mutex::lock(std::error_code& ec) noexcept {
+  (void)acquire_for(steady_clock::duration::max(), nullptr, ec);
+}
+
+bool mutex::try_lock() {
+  return acquire_for(steady_clock::duration::zero(), nullptr);
+}
+
+bool mutex::try_lock(std::error_code& ec) noexcept {
+  return acquire_for(steady_clock::duration::zero(), nullptr, ec);
+}
+
+bool mutex::acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease) {
+  const auto deadline = wait == steady_clock::duration::zero() ? steady_clock::time_point::min()
+                                                               : locks::deadline_after(wait);
+  return state_->engine->acquire(state_->lock, core::current_thread_key(), lease, deadline);
+}
+
+bool mutex::acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease,
+                        std::error_code& ec) noexcept {
+  return no_throw(ec, [&] { return acquire_for(wait, lease); });
+}
+
+void mutex::async_acquire(const acquire_options& options, lease_handler done) {
+  if (!done) throw error(errc::invalid_argument, "an asynchronous acquisition needs a handler");
+  state_->engine->async_acquire(
+      state_->lock, options,
+      [done = std::move(done)](std::error_code ec, const std::string&, lock_lease lease) {
+        done(ec, std::move(lease));
+      });
+}
+
+std::future<lock_lease> mutex::async_acquire(const acquire_options& options) {
+  auto promise = std::make_shared<std::promise<lock_lease>>();
+  auto future = promise->get_future();
+  state_->engine->async_acquire(
+      state_->lock, options,
+      [promise](std::error_code ec, const std::string& detail, lock_lease lease) {
+        if (ec) {
+          promise->set_exception(std::make_exception_ptr(error(ec, detail)));
+        } else {
+          promise->set_value(std::move(lease));
+        }
+      });
+  return future;
+}
+
+std::error_code mutex::unlock_checked() noexcept {
+  return state_->engine->release(state_->lock, core::current_thread_key());
+}
+
+bool mutex::is_locked() const {
+  return state_->engine->exists(state_->lock.name);
+}
+
+bool mutex::is_held_by_current_thread() const noexcept {
+  return hold_count() > 0;
+}
+
+std::uint64_t mutex::hold_count() const noexcept {
+  return state_->engine->hold_count(state_->lock, core::current_thread_key());
+}
+
+std::optional<std::chrono::milliseconds> mutex::remaining_lease() const {
+  const auto ttl = state_->engine->remaining_ttl(state_->lock.name);
+  if (ttl.count() == -2) return std::nullopt;
+  if (ttl.count() < 0) return std::chrono::milliseconds::max();
+  return ttl;
+}
+
+std::chrono::milliseconds mutex::remaining_ttl() const {
+  return state_->engine->remaining_ttl(state_->lock.name);
+}
+
+bool mutex::force_unlock() {
+  return state_->engine->force_release(state_->lock);
+}
+
+std::uint64_t mutex::fencing_token() const noexcept {
+  return state_->engine->fencing_token(state_->lock, core::current_thread_key());
+}
+
+lock_status mutex::status() const {
+  return state_->engine->status(state_->lock);
+}
+
+std::string mutex::owner_id() const {
+  return state_->engine->owner_field(core::current_thread_key());
+}
+
+std::stop_token mutex::stop_token() const noexcept {
+  return state_->engine->stop_token(state_->lock, core::current_thread_key());
+}
+
+const std::string& mutex::name() const noexcept {
+  return state_->lock.name;
+}
+
+}  // namespace dlock

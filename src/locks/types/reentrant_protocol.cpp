@@ -1,0 +1,138 @@
+#include "locks/types/reentrant_protocol.hpp"
+
+#include "dlock/embedded_scripts.hpp"
+#include "dlock/error.hpp"
+#include "locks/names.hpp"
+
+namespace dlock::locks {
+namespace {
+
+// What Redisson publishes on unlock; its waiters and ours both understand it.
+constexpr std::string_view unlock_message = "0";
+
+std::string ms_arg(std::chrono::milliseconds d) {
+  return std::to_string(d.count());
+}
+
+[[noreturn]] void unexpected(std::string_view what, const reply& r) {
+  throw error(errc::protocol_error,
+              "unexpected reply to the " + std::string(what) + " script: " + to_string(r));
+}
+
+}  // namespace
+
+reentrant_protocol::reentrant_protocol()
+    : lock_(std::string(scripts::reentrant_lock)),
+      unlock_(std::string(scripts::reentrant_unlock)),
+      renew_(std::string(scripts::renew_leases)),
+      force_(std::string(scripts::force_unlock)),
+      status_(std::string(scripts::lock_status)) {}
+
+std::string reentrant_protocol::wake_channel(std::string_view name) const {
+  return unlock_channel(name);
+}
+
+script_call reentrant_protocol::attempt(const attempt_request& request) const {
+  return {&lock_,
+          {std::string(request.name), fence_key(request.name)},
+          {ms_arg(request.lease), std::string(request.owner), std::to_string(request.known_holds)}};
+}
+
+attempt_outcome reentrant_protocol::read_attempt(const reply& r) const {
+  // {1, token} acquired, {2, count} re-entered, {0, pttl} held by another (reentrant_lock.lua).
+  if (!r.is_array() || r.elements.size() != 2) unexpected("lock", r);
+  const std::int64_t status = r.elements[0].integer;
+  const std::int64_t value = r.elements[1].integer;
+  attempt_outcome out;
+  switch (status) {
+    case 1:
+      if (value <= 0) unexpected("lock", r);
+      out.status = attempt_outcome::kind::acquired;
+      out.token = static_cast<std::uint64_t>(value);
+      out.count = 1;
+      return out;
+    case 2:
+      if (value <= 0) unexpected("lock", r);
+      out.status = attempt_outcome::kind::reentered;
+      out.count = static_cast<std::uint64_t>(value);
+      return out;
+    case 0:
+      out.status = attempt_outcome::kind::held_by_other;
+      out.holder_ttl_ms = value < 0 ? -1 : value;
+      return out;
+    default:
+      unexpected("lock", r);
+  }
+}
+
+script_call reentrant_protocol::release(const release_request& request) const {
+  return {&unlock_,
+          {request.name, unlock_channel(request.name), fence_key(request.name)},
+          {std::string(unlock_message), ms_arg(request.lease), request.owner,
+           std::to_string(request.remaining),
+           request.retry ? std::to_string(request.token) : std::string("0")}};
+}
+
+script_call reentrant_protocol::renew(std::span<const renewal_target> targets,
+                                      std::chrono::milliseconds lease) const {
+  script_call call{&renew_, {}, {ms_arg(lease)}};
+  call.keys.reserve(targets.size());
+  call.args.reserve(targets.size() + 1);
+  for (const renewal_target& t : targets) {
+    call.keys.emplace_back(t.name);
+    call.args.emplace_back(t.owner);
+  }
+  return call;
+}
+
+std::vector<bool> reentrant_protocol::read_renewal(const reply& r, std::size_t targets) const {
+  if (!r.is_array() || r.elements.size() != targets) unexpected("renewal", r);
+  std::vector<bool> renewed(targets);
+  for (std::size_t i = 0; i < targets; ++i)
+    renewed[i] = r.elements[i].integer == 1;
+  return renewed;
+}
+
+script_call reentrant_protocol::force_release(std::string_view name) const {
+  return {&force_, {std::string(name), unlock_channel(name)}, {std::string(unlock_message)}};
+}
+
+bool reentrant_protocol::read_force_release(std::string_view, const reply& r) const {
+  return r.integer == 1;
+}
+
+script_call reentrant_protocol::status(std::string_view name) const {
+  return {&status_, {std::string(name), fence_key(name)}, {}};
+}
+
+lock_status reentrant_protocol::read_status(std::string_view name, const reply& r) const {
+  // {type, pttl, last token, {field, count, ...}} (lock_status.lua).
+  if (!r.is_array() || r.elements.size() != 4 || !r.elements[3].is_array() ||
+      r.elements[3].elements.size() % 2 != 0) {
+    unexpected("status", r);
+  }
+  const std::string& type = r.elements[0].str;
+  if (type != "none" && type != "hash") {
+    throw error(errc::wrong_type, "the key '" + printable_name(name) + "' holds a " + type +
+                                      ", not a reentrant lock (a hash)");
+  }
+  lock_status s;
+  s.locked = type == "hash";
+  s.remaining_ttl = std::chrono::milliseconds(r.elements[1].integer);
+  try {
+    s.last_fencing_token = std::stoull(r.elements[2].str);
+    const auto& fields = r.elements[3].elements;
+    for (std::size_t i = 0; i + 1 < fields.size(); i += 2)
+      s.holders.push_back({fields[i].str, std::stoull(fields[i + 1].str)});
+  } catch (const std::logic_error&) {  // stoull: not a number, or out of range
+    throw error(errc::protocol_error, "a lock's counts are not numbers: " + to_string(r));
+  }
+  return s;
+}
+
+std::vector<std::string_view> reentrant_protocol::scripts() const {
+  return {scripts::reentrant_lock, scripts::reentrant_unlock, scripts::renew_leases,
+          scripts::force_unlock, scripts::lock_status};
+}
+
+}  // namespace dlock::locks

@@ -1,0 +1,39 @@
+// src/locks/types/reentrant_protocol.hpp
+//
+// The reentrant lock (dlock::mutex), as Redisson's RLock keeps it: a hash at the lock's name,
+// field "<client id>:<owner key>" -> hold count, a PEXPIRE lease, unlock message "0" on
+// "redisson_lock__channel:{name}". Beyond Redisson: a fencing token per first hold from the
+// counter "dlock:fence:{name}". The scripts are src/locks/scripts/reentrant_*.lua.
+#pragma once
+
+#include "locks/engine/lock_protocol.hpp"
+
+namespace dlock::locks {
+
+class reentrant_protocol final : public lock_protocol {
+ public:
+  reentrant_protocol();
+
+  std::string_view kind() const noexcept override { return "reentrant"; }
+  std::string wake_channel(std::string_view name) const override;
+  script_call attempt(const attempt_request& request) const override;
+  attempt_outcome read_attempt(const reply& r) const override;
+  script_call release(const release_request& request) const override;
+  script_call renew(std::span<const renewal_target> targets,
+                    std::chrono::milliseconds lease) const override;
+  std::vector<bool> read_renewal(const reply& r, std::size_t targets) const override;
+  script_call force_release(std::string_view name) const override;
+  bool read_force_release(std::string_view name, const reply& r) const override;
+  script_call status(std::string_view name) const override;
+  lock_status read_status(std::string_view name, const reply& r) const override;
+  std::vector<std::string_view> scripts() const override;
+
+ private:
+  const script lock_;
+  const script unlock_;
+  const script renew_;
+  const script force_;
+  const script status_;
+};
+
+}  // namespace dlock::locks
