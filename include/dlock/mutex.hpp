@@ -170,8 +170,8 @@ class mutex {
   std::optional<std::chrono::milliseconds> remaining_lease() const;
   [[deprecated("use remaining_lease()")]] std::chrono::milliseconds remaining_ttl() const;
   // mutex::force_unlock(): deletes the lock whoever holds it and wakes its waiters. Returns
-  // whether there was a lock. Throws dlock::error on I/O failure, and refuses (errc::server_error
-  // from the script) a key that is not a lock.
+  // whether there was a lock. Throws dlock::error on I/O failure, and errc::wrong_type, deleting
+  // nothing, for a key that is not a reentrant lock (a string, a list, a hash of other fields).
   bool force_unlock();
   // mutex::fencing_token(): the token of this thread's current hold; 0 when it holds none.
   std::uint64_t fencing_token() const noexcept;

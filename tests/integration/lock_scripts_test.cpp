@@ -244,9 +244,28 @@ TEST_F(LockScriptsTest, OneScriptRenewsManyLeasesAndReportsTheLostOnes) {
 
 TEST_F(LockScriptsTest, ForceUnlockDeletesWhoeverHoldsIt) {
   lock("client-a:1");
-  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0"}).integer, 1);
+  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0"}).elements.at(0).integer, 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
-  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0"}).integer, 0);
+  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0"}).elements.at(0).integer, 0);
+}
+
+// An operator's typo must not delete data: a key that is not a reentrant lock is refused and kept.
+TEST_F(LockScriptsTest, ForceUnlockRefusesKeysThatAreNotLocks) {
+  const auto refused = [&](const std::string& what) {
+    const reply r = c.eval(force_script, {name, channel}, {"0"});
+    EXPECT_EQ(r.elements.at(0).integer, -1) << what;
+    EXPECT_EQ(c.command({"EXISTS", name}).integer, 1) << what << " was deleted";
+    (void)c.command({"DEL", name});
+    return r.elements.size() == 2 ? r.elements[1].str : std::string();
+  };
+  (void)c.command({"SET", name, "user data"});
+  EXPECT_EQ(refused("a string"), "a string");
+  (void)c.command({"RPUSH", name, "x"});
+  EXPECT_EQ(refused("a list"), "a list");
+  (void)c.command({"HSET", name, "email", "a@example.com"});
+  EXPECT_NE(refused("a user's hash").find("not a lock"), std::string::npos);
+  (void)c.command({"HSET", name, "client-a:1", "not a count"});
+  EXPECT_NE(refused("a hash with a bad count").find("not a lock"), std::string::npos);
 }
 
 // Interop, both directions, with Redisson's scripts as a second client.

@@ -458,6 +458,14 @@ TEST(Mutex, StatusShowsHoldersTtlTokenAndWaitingClients) {
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::wrong_type);
   }
+  try {
+    (void)holder.get_lock("plain").force_unlock();
+    ADD_FAILURE() << "a string key was deleted as a lock";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::wrong_type);
+    EXPECT_NE(std::string(e.detail()).find("holds a string"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(holder.command({"GET", "plain"}).str, "x");
 }
 
 TEST(Mutex, MetricsCountAcquisitionsWaitsTimeoutsAndReleases) {

@@ -1,10 +1,28 @@
--- Deletes a lock whoever holds it and wakes its waiters.
+-- Deletes a reentrant lock whoever holds it and wakes its waiters; refuses any other key, so an
+-- operator's typo cannot delete data.
 --
 -- KEYS[1] the lock hash   KEYS[2] the unlock channel   ARGV[1] unlock message ("0")
 --
--- Returns 1 when a lock was deleted, 0 when there was none.
-if redis.call('del', KEYS[1]) == 1 then
-  redis.call('publish', KEYS[2], ARGV[1])
-  return 1
+-- A reentrant lock is a hash of at most 64 fields "<client id>:<holder>" -> positive hold count.
+-- Returns {1} when a lock was deleted, {0} when there was no key, {-1, what} when the key is not a
+--         lock: `what` says what it is ("a string", "a hash that is not a lock", ...).
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'none' then
+  return {0}
 end
-return 0
+if kind ~= 'hash' then
+  return {-1, 'a ' .. kind}
+end
+if redis.call('hlen', KEYS[1]) > 64 then
+  return {-1, 'a hash that is not a lock (too many fields)'}
+end
+local fields = redis.call('hgetall', KEYS[1])
+for i = 1, #fields, 2 do
+  local count = tonumber(fields[i + 1])
+  if not string.find(fields[i], ':%d+$') or count == nil or count < 1 then
+    return {-1, 'a hash that is not a lock (field ' .. string.format('%q', fields[i]) .. ')'}
+  end
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+return {1}

@@ -97,8 +97,23 @@ script_call reentrant_protocol::force_release(std::string_view name) const {
   return {&force_, {std::string(name), unlock_channel(name)}, {std::string(unlock_message)}};
 }
 
-bool reentrant_protocol::read_force_release(std::string_view, const reply& r) const {
-  return r.integer == 1;
+bool reentrant_protocol::read_force_release(std::string_view name, const reply& r) const {
+  // {1} deleted, {0} no key, {-1, what} not a lock (force_unlock.lua).
+  if (!r.is_array() || r.elements.empty()) unexpected("force unlock", r);
+  switch (r.elements[0].integer) {
+    case 1:
+      return true;
+    case 0:
+      return false;
+    case -1:
+      if (r.elements.size() == 2) {
+        throw error(errc::wrong_type, "the key '" + printable_name(name) + "' holds " +
+                                          r.elements[1].str +
+                                          ", not a reentrant lock: refused to delete it");
+      }
+      break;
+  }
+  unexpected("force unlock", r);
 }
 
 script_call reentrant_protocol::status(std::string_view name) const {
