@@ -750,6 +750,33 @@ TEST(CliErrors, BadUsageGives64AndRunsNothing) {
   EXPECT_FALSE(fs::exists(marker)) << "a rejected command line ran its command";
 }
 
+// Hardening: a name was echoed whole in every message, 70,000 bytes of it on stderr.
+TEST(CliErrors, LongNamesAreCutInMessagesWithTheirLength) {
+  redis_server server;
+  constexpr std::size_t message_limit = 1000;
+  // Over the library's 64 KiB limit: refused before any I/O, as a usage error.
+  const std::string huge(70000, 'n');
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"exec", "-n", huge, "--", "true"}, {"status", huge}, {"unlock", "--force", huge}}) {
+    const tools::command_result r = run_cli(server.url(), args);
+    EXPECT_EQ(r.exit_code, 64) << args.front() << ": " << r.err.substr(0, message_limit);
+    EXPECT_LT(r.err.size(), message_limit) << args.front();
+    EXPECT_NE(r.err.find("70000 bytes"), std::string::npos) << r.err.substr(0, message_limit);
+    EXPECT_TRUE(r.err.ends_with("\n")) << r.err.substr(0, message_limit);
+  }
+  // Within the limit, held by someone else: the conflict message names it cut too.
+  const std::string long_name = unique_key(std::string(5000, 'x'));
+  client c{server.url()};
+  mutex m = c.get_lock(long_name);
+  m.lock();
+  const tools::command_result r = run_cli(server.url(), {"exec", "-n", long_name, "--", "true"});
+  EXPECT_EQ(r.exit_code, 75) << r.err.substr(0, message_limit);
+  EXPECT_LT(r.err.size(), message_limit);
+  EXPECT_NE(r.err.find(std::to_string(long_name.size()) + " bytes"), std::string::npos)
+      << r.err.substr(0, message_limit);
+  m.unlock();
+}
+
 TEST(CliErrors, HelpWorksEverywhereAndVersionIsPrinted) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"--help"},

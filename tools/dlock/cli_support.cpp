@@ -58,6 +58,29 @@ std::string format_seconds(std::chrono::milliseconds d) {
   return text + " s";
 }
 
+std::string shown(std::string_view text, std::size_t limit) {
+  std::size_t end = text.size();
+  if (end > limit) {
+    end = limit;
+    // Not in the middle of a UTF-8 character: back off over continuation bytes (10xxxxxx) to the
+    // byte that starts the character, which is then left out too.
+    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+      --end;
+  }
+  std::string out;
+  out.reserve(end + 32);
+  for (const char c : text.substr(0, end)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  if (end < text.size()) out += fmt::format("... ({} bytes)", text.size());
+  return out;
+}
+
 int exit_code_for(std::error_code ec) {
   return ec == errc::invalid_argument ? exit_usage : exit_unavailable;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,18 @@ std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text,
 
 // "0.3 s", "5 s", "1.25 s": for messages.
 std::string format_seconds(std::chrono::milliseconds d);
+
+// How many bytes of a lock name messages show (names may have up to 64 KiB).
+inline constexpr std::size_t shown_name_bytes = 64;
+
+// `text` for a message: whole when it has at most `limit` bytes, else its first `limit` bytes (cut
+// back to the start of a UTF-8 character) and "... (N bytes)". Control bytes appear as \xNN, so
+// that what a user typed cannot move the cursor or clear the terminal of whoever reads the message.
+std::string shown(std::string_view text, std::size_t limit);
+// A lock name (or another user-given word) for a message: shown(name, shown_name_bytes).
+inline std::string shown_name(std::string_view name) {
+  return shown(name, shown_name_bytes);
+}
 
 // The exit code for a failure of the library: exit_usage for errc::invalid_argument (a bad URL or
 // name), exit_unavailable for everything Redis-related.

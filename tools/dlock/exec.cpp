@@ -337,19 +337,19 @@ int run_exec(const exec_options& o) {
     }
     if (signalled != 0) {
       print_error(fmt::format("{} while waiting for lock '{}'; the command was not run",
-                              signal_name(signalled), o.name));
+                              signal_name(signalled), shown_name(o.name)));
       return exit_signal_base + signalled;
     }
     if (const std::error_code ec = waiting->error()) {
-      print_error(fmt::format("lock '{}': {}", o.name, ec.message()));
+      print_error(fmt::format("lock '{}': {}", shown_name(o.name), ec.message()));
       return exit_code_for(ec);
     }
     if (!lease) {
-      print_error(o.nonblock
-                      ? fmt::format("lock '{}' is held; the command was not run (-n)", o.name)
-                      : fmt::format("lock '{}' is still held after waiting {}; the "
-                                    "command was not run",
-                                    o.name, format_seconds(*o.wait)));
+      print_error(o.nonblock ? fmt::format("lock '{}' is held; the command was not run (-n)",
+                                           shown_name(o.name))
+                             : fmt::format("lock '{}' is still held after waiting {}; the "
+                                           "command was not run",
+                                           shown_name(o.name), format_seconds(*o.wait)));
       return o.conflict_exit_code;
     }
 
@@ -363,7 +363,8 @@ int run_exec(const exec_options& o) {
 
     if (lease.lost()) {
       // Lost between the acquisition and now (a tiny --lease, a force unlock): do not start.
-      print_error(fmt::format("lost lock '{}' before the command started; it was not run", o.name));
+      print_error(fmt::format("lost lock '{}' before the command started; it was not run",
+                              shown_name(o.name)));
       return exit_lock_lost;
     }
     close_on_exec_except(inherited);
@@ -372,7 +373,7 @@ int run_exec(const exec_options& o) {
       child.emplace(o, command_environment(o, lease), original, default_sigpipe);
     } catch (const std::system_error& e) {
       const bool missing = e.code() == std::errc::no_such_file_or_directory;
-      print_error(fmt::format("cannot run '{}': {}", o.command.front(),
+      print_error(fmt::format("cannot run '{}': {}", shown_name(o.command.front()),
                               missing ? "command not found" : e.code().message()));
       return missing ? exit_not_found : exit_cannot_execute;
     }
@@ -383,8 +384,8 @@ int run_exec(const exec_options& o) {
       const std::string reason =
           o.lease ? fmt::format("its --lease of {} ran out", format_seconds(*o.lease))
                   : std::string("it was deleted or taken, or Redis could not confirm it in time");
-      print_error(
-          fmt::format("lost lock '{}' while the command ran ({}){}", o.name, reason, action));
+      print_error(fmt::format("lost lock '{}' while the command ran ({}){}", shown_name(o.name),
+                              reason, action));
     };
     std::optional<clock_type::time_point> kill_at;
     std::optional<command_process::ending> ended;
@@ -435,12 +436,12 @@ int run_exec(const exec_options& o) {
       const std::string how = ended->signal != 0 ? "by " + signal_name(ended->signal)
                                                  : fmt::format("with status {}", ended->exit_code);
       print_error(fmt::format("the command ended {} after lock '{}' was lost; exit status {}", how,
-                              o.name, exit_lock_lost));
+                              shown_name(o.name), exit_lock_lost));
       return exit_lock_lost;
     }
     return ended->exit_code;
   } catch (const dlock::error& e) {
-    print_error(fmt::format("lock '{}': {}", o.name, e.what()));
+    print_error(fmt::format("lock '{}': {}", shown_name(o.name), e.what()));
     return exit_code_for(e);
   } catch (const std::system_error& e) {
     print_error(e.what());

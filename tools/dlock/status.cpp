@@ -29,7 +29,7 @@ std::string to_json(const std::string& name, const lock_status& s) {
 }
 
 std::string to_text(const std::string& name, const lock_status& s) {
-  std::string out = fmt::format("lock '{}': {}\n", name, s.locked ? "locked" : "free");
+  std::string out = fmt::format("lock '{}': {}\n", shown_name(name), s.locked ? "locked" : "free");
   for (const lock_holder& h : s.holders) {
     out += fmt::format("  holder              {} ({} hold{})\n", h.owner, h.count,
                        h.count == 1 ? "" : "s");
@@ -51,7 +51,7 @@ int run_status(const std::string& redis_url, const std::string& name, bool json)
     fmt::print("{}", json ? to_json(name, s) + "\n" : to_text(name, s));
     return exit_ok;
   } catch (const dlock::error& e) {
-    print_error(fmt::format("status of lock '{}': {}", name, e.what()));
+    print_error(fmt::format("status of lock '{}': {}", shown_name(name), e.what()));
     return exit_code_for(e);
   }
 }
@@ -60,13 +60,13 @@ int run_force_unlock(const std::string& redis_url, const std::string& name) {
   try {
     dlock::client redis{redis_url};
     if (redis.get_lock(name).force_unlock()) {
-      fmt::print("lock '{}' released; its waiters were woken\n", name);
+      fmt::print("lock '{}' released; its waiters were woken\n", shown_name(name));
     } else {
-      fmt::print("lock '{}' was not held; nothing to release\n", name);
+      fmt::print("lock '{}' was not held; nothing to release\n", shown_name(name));
     }
     return exit_ok;
   } catch (const dlock::error& e) {
-    print_error(fmt::format("unlock of lock '{}': {}", name, e.what()));
+    print_error(fmt::format("unlock of lock '{}': {}", shown_name(name), e.what()));
     return exit_code_for(e);
   }
 }
