@@ -635,6 +635,22 @@ TEST(CliExec, ALostLockStopsACooperativeCommandWithSigtermFirst) {
   EXPECT_LT(took, watchdog / 3 + process_slack) << "well before the default 5 s grace";
 }
 
+// Found with the hardening of unlock --force: a lock overwritten with other data while the
+// command ran was taken for still held (status now says errc::wrong_type), and dlock exited 0.
+TEST(CliExec, ALockOverwrittenWithDataWhileTheCommandRunsGives70AndTheDataStays) {
+  redis_server server;
+  const std::string name = unique_key("overwritten");
+  cli_process p(
+      {"--redis", server.url(), "exec", name, "--", "sh", "-c", "echo ready; read line; exit 0"});
+  ASSERT_EQ(p.read_line(), "ready") << p.err();
+  client c{server.url()};
+  c.command({"SET", name, "data"});
+  p.close_stdin();  // the command exits 0
+  EXPECT_EQ(p.wait(), 70) << p.err();
+  EXPECT_NE(p.err().find("lost lock"), std::string::npos) << p.err();
+  EXPECT_EQ(c.command({"GET", name}).str, "data") << "the release deleted someone's data";
+}
+
 TEST(CliExec, AnExplicitLeaseThatRunsOutStopsTheCommand) {
   redis_server server;
   const std::string name = unique_key("lease");
@@ -880,6 +896,41 @@ TEST(CliUnlock, ForceFreesAHeldLockAndWakesAWaitingExec) {
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("not held"), std::string::npos) << again.out;
   m.unlock();
+}
+
+// Hardening: a key that holds data, not a lock. unlock --force must refuse it (exit 64, the key
+// untouched) and say why; status must say it is not a lock rather than show it as one.
+TEST(CliUnlock, ForceRefusesAKeyThatHoldsDataAndLeavesItUntouched) {
+  redis_server server;
+  client c{server.url()};
+  const std::string text = unique_key("text"), record = unique_key("record"),
+                    counters = unique_key("counters");
+  c.command({"SET", text, "data"});
+  c.command({"HSET", record, "name", "alice", "age", "30"});
+  c.command({"HSET", counters, "views", "12"});  // numbers, like hold counts, in user fields
+  const std::vector<std::pair<std::string, std::string>> keys{
+      {text, "holds a string"}, {record, "holds a hash"}, {counters, "holds a hash"}};
+  for (const auto& [key, what] : keys) {
+    const tools::command_result r = run_cli(server.url(), {"unlock", "--force", key});
+    EXPECT_EQ(r.exit_code, 64) << key << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("refused"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.err.ends_with("\n")) << r.err;
+    EXPECT_EQ(r.out.find("released"), std::string::npos) << r.out;
+    for (const bool json : {false, true}) {
+      const tools::command_result s =
+          run_cli(server.url(), json ? std::vector<std::string>{"status", "--json", key}
+                                     : std::vector<std::string>{"status", key});
+      EXPECT_EQ(s.exit_code, 64) << key << ": " << s.out << s.err;
+      EXPECT_NE(s.err.find(what), std::string::npos) << s.err;
+      EXPECT_NE(s.err.find("not a"), std::string::npos) << s.err;
+      EXPECT_TRUE(s.out.empty()) << "a key that holds data was shown as a lock: " << s.out;
+    }
+  }
+  EXPECT_EQ(c.command({"GET", text}).str, "data");
+  EXPECT_EQ(c.command({"HGET", record, "name"}).str, "alice");
+  EXPECT_EQ(c.command({"HGET", record, "age"}).str, "30");
+  EXPECT_EQ(c.command({"HGET", counters, "views"}).str, "12");
 }
 
 // --- the demos -----------------------------------------------------------------------------------

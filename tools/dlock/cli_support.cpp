@@ -82,7 +82,7 @@ std::string shown(std::string_view text, std::size_t limit) {
 }
 
 int exit_code_for(std::error_code ec) {
-  return ec == errc::invalid_argument ? exit_usage : exit_unavailable;
+  return ec == errc::invalid_argument || ec == errc::wrong_type ? exit_usage : exit_unavailable;
 }
 
 void print_error(std::string_view message) {

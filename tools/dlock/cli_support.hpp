@@ -43,7 +43,8 @@ inline std::string shown_name(std::string_view name) {
 }
 
 // The exit code for a failure of the library: exit_usage for errc::invalid_argument (a bad URL or
-// name), exit_unavailable for everything Redis-related.
+// name) and errc::wrong_type (the name is a key that holds data, not a lock: the argument is
+// wrong, as with a bad name), exit_unavailable for everything Redis-related.
 int exit_code_for(std::error_code ec);
 inline int exit_code_for(const dlock::error& e) {
   return exit_code_for(e.code());

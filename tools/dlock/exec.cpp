@@ -146,7 +146,9 @@ bool still_held(const dlock::mutex& m, const lock_lease& lease) {
     return std::any_of(s.holders.begin(), s.holders.end(),
                        [&](const lock_holder& h) { return h.owner == owner; });
   } catch (const dlock::error& e) {
-    return e.code() != errc::server_error;  // the key now holds something else than a lock
+    // wrong_type: overwritten with other data (protocol_error: a hash whose values are not hold
+    // counts); the hold is gone. Anything else: Redis could not be asked.
+    return e.code() != errc::wrong_type && e.code() != errc::protocol_error;
   }
 }
 

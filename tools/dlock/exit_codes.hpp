@@ -6,7 +6,8 @@ namespace dlock::cli {
 
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_failure = 1;       // a check of a demo failed
-inline constexpr int exit_usage = 64;        // EX_USAGE: bad command line
+inline constexpr int exit_usage = 64;        // EX_USAGE: bad command line, or NAME is a key
+                                             // that holds data, not a lock (status, unlock)
 inline constexpr int exit_unavailable = 69;  // EX_UNAVAILABLE: Redis unreachable, auth refused,
                                              // or Redis failed a request
 inline constexpr int exit_lock_lost = 70;    // EX_SOFTWARE: exec lost its lock while the command

@@ -90,6 +90,16 @@ Exit status: the command's own (128+N if signal N killed it); 75 or -E: the lock
 64: usage error; 127: command not found; 126: command not executable;
 128+N: signal N arrived while waiting (the command was not run).)";
 
+constexpr std::string_view status_footer = R"(
+Exit status: 0: shown (locked or free); 64: usage error, or NAME is a key that holds data (a
+string, a hash of other fields), not a lock; 69: Redis unreachable, authentication refused or a
+Redis error.)";
+
+constexpr std::string_view unlock_footer = R"(
+Exit status: 0: the lock is free (it was released, or was not held); 64: usage error, or NAME is
+a key that holds data (a string, a hash of other fields), not a lock: it is left untouched;
+69: Redis unreachable, authentication refused or a Redis error.)";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -134,6 +144,7 @@ int main(int argc, char** argv) {
       "and waiting clients");
   status_cmd->add_option("name", status_name, "Lock name")->required();
   status_cmd->add_flag("--json", status_json, "Print one JSON object");
+  status_cmd->footer(std::string(status_footer));
 
   std::string unlock_name;
   bool unlock_force = false;
@@ -143,6 +154,7 @@ int main(int argc, char** argv) {
                        "Required: the holder is not asked; it learns of the loss at its next "
                        "renewal");
   unlock_cmd->add_option("name", unlock_name, "Lock name")->required();
+  unlock_cmd->footer(std::string(unlock_footer));
 
   auto* demo = app.add_subcommand("demo",
                                   "Runnable scenarios; without --redis they start a "

@@ -2,6 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <optional>
+#include <string_view>
+
 #include "cli_support.hpp"
 #include "dlock/dlock.hpp"
 #include "exit_codes.hpp"
@@ -42,12 +45,50 @@ std::string to_text(const std::string& name, const lock_status& s) {
   return out;
 }
 
+// Why the hash `s` describes is not a lock, or std::nullopt when it may be one. The same rule as
+// force_unlock.lua: a reentrant lock (dlock's or Redisson's) has at most 64 fields
+// "<client id>:<number>", each a positive hold count. The library reads any hash as a lock.
+std::optional<std::string> not_a_lock_hash(const lock_status& s) {
+  if (s.holders.size() > 64) return "a hash that is not a lock (too many fields)";
+  for (const lock_holder& h : s.holders) {
+    const auto colon = h.owner.rfind(':');
+    const bool owner_like = colon != std::string::npos && colon + 1 < h.owner.size() &&
+                            h.owner.find_first_not_of("0123456789", colon + 1) == std::string::npos;
+    if (!owner_like || h.count == 0) {
+      return fmt::format("a hash that is not a lock (field \"{}\")", shown_name(h.owner));
+    }
+  }
+  return std::nullopt;
+}
+
+// For a key that holds data, not a lock: says so and returns the exit code. `detail` reads
+// "the key '<name>' holds ...".
+int refuse_data(std::string_view command, std::string_view detail) {
+  print_error(fmt::format("{}: {}", command, detail));
+  return exit_usage;
+}
+
 }  // namespace
 
 int run_status(const std::string& redis_url, const std::string& name, bool json) {
+  constexpr std::string_view command = "status";
   try {
     dlock::client redis{redis_url};
-    const lock_status s = redis.get_lock(name).status();
+    lock_status s;
+    try {
+      s = redis.get_lock(name).status();
+    } catch (const dlock::error& e) {
+      if (e.code() == errc::wrong_type) return refuse_data(command, e.detail());
+      // A hash whose values are not numbers: the library takes it for a damaged lock. Say that
+      // it is not one, rather than print its contents.
+      if (e.code() != errc::protocol_error || redis.command({"TYPE", name}).str != "hash") throw;
+      return refuse_data(command, fmt::format("the key '{}' holds a hash that is not a lock (its "
+                                              "values are not hold counts)",
+                                              shown_name(name)));
+    }
+    if (const auto what = not_a_lock_hash(s)) {
+      return refuse_data(command, fmt::format("the key '{}' holds {}", shown_name(name), *what));
+    }
     fmt::print("{}", json ? to_json(name, s) + "\n" : to_text(name, s));
     return exit_ok;
   } catch (const dlock::error& e) {
@@ -66,6 +107,8 @@ int run_force_unlock(const std::string& redis_url, const std::string& name) {
     }
     return exit_ok;
   } catch (const dlock::error& e) {
+    // The library refused to delete a key that holds data (a string, a hash of other fields).
+    if (e.code() == errc::wrong_type) return refuse_data("unlock --force", e.detail());
     print_error(fmt::format("unlock of lock '{}': {}", shown_name(name), e.what()));
     return exit_code_for(e);
   }
