@@ -18,21 +18,14 @@ duration retry_interval_for(duration lease) {
   return std::clamp(lease / 10, duration{1}, duration{std::chrono::seconds{1}});
 }
 
-// The position of `id` in a vector of entries sorted by id, or end().
-template <class Entries>
-auto position(Entries& leases, lease_id id) {
-  const auto it = std::lower_bound(leases.begin(), leases.end(), id,
-                                   [](const auto& e, lease_id v) { return e.id < v; });
-  return it != leases.end() && it->id == id ? it : leases.end();
-}
-
 }  // namespace
 
-lease_scheduler::lease_scheduler(duration lease, duration safety_margin)
+lease_scheduler::lease_scheduler(duration lease, duration safety_margin, duration batch_window)
     : lease_(lease),
       safety_margin_(safety_margin),
       renew_interval_(renew_interval_for(lease)),
-      retry_interval_(retry_interval_for(lease)) {
+      retry_interval_(retry_interval_for(lease)),
+      batch_window_(batch_window) {
   if (lease < duration{1}) throw std::invalid_argument("lease_scheduler: lease must be >= 1 ms");
   if (safety_margin < duration{0})
     throw std::invalid_argument("lease_scheduler: safety_margin must be >= 0");
@@ -40,120 +33,136 @@ lease_scheduler::lease_scheduler(duration lease, duration safety_margin)
     throw std::invalid_argument(
         "lease_scheduler: safety_margin + lease/3 must be less than the lease, or every hold is "
         "lost before its first renewal");
+  if (batch_window < duration{0} || batch_window >= renew_interval_)
+    throw std::invalid_argument("lease_scheduler: batch_window must be in [0, lease/3)");
 }
 
 lease_id lease_scheduler::add(lease_key key, clock::time_point sent_at) {
   const lease_id id = next_id_++;
-  leases_.push_back(entry{.id = id,
-                          .key = std::make_shared<const lease_key>(std::move(key)),
-                          .confirmed_at = sent_at,
-                          .next_attempt = sent_at + renew_interval_,
-                          .in_flight = std::nullopt,
-                          .lost_at = std::nullopt});
+  entry& e = leases_
+                 .emplace_hint(leases_.end(), id,
+                               entry{.key = std::make_shared<const lease_key>(std::move(key)),
+                                     .confirmed_at = sent_at,
+                                     .next_attempt = sent_at + renew_interval_,
+                                     .in_flight = std::nullopt,
+                                     .lost_at = std::nullopt})
+                 ->second;
+  attempts_.emplace(e.next_attempt, id);
+  deadlines_.emplace(loss_deadline(e), id);
   return id;
 }
 
+void lease_scheduler::erase_indexes(lease_id id, const entry& e) {
+  if (e.lost_at) {
+    lost_.erase(id);
+    return;
+  }
+  deadlines_.erase({loss_deadline(e), id});
+  if (!e.in_flight) attempts_.erase({e.next_attempt, id});
+}
+
 bool lease_scheduler::remove(lease_id id) {
-  const auto it = position(leases_, id);
+  const auto it = leases_.find(id);
   if (it == leases_.end()) return false;
+  erase_indexes(id, it->second);
   leases_.erase(it);
+  if (lost_.empty()) earliest_lost_at_.reset();
   return true;
 }
 
-bool lease_scheduler::check_expired(entry& e, clock::time_point now) const noexcept {
-  if (e.lost_at) return true;
-  if (now < loss_deadline(e)) return false;
+void lease_scheduler::mark_lost(lease_id id, entry& e, lost_reason reason, clock::time_point now) {
+  erase_indexes(id, e);
   e.lost_at = now;
-  e.reason = lost_reason::expired_unconfirmed;
-  return true;
+  e.reason = reason;
+  e.in_flight.reset();
+  lost_.insert(id);
+  if (!earliest_lost_at_ || now < *earliest_lost_at_) earliest_lost_at_ = now;
+}
+
+void lease_scheduler::expire(clock::time_point now) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const lease_id id = deadlines_.begin()->second;
+    mark_lost(id, leases_.at(id), lost_reason::expired_unconfirmed, now);
+  }
+}
+
+void lease_scheduler::set_confirmed(lease_id id, entry& e, clock::time_point confirmed_at) {
+  if (confirmed_at == e.confirmed_at) return;
+  deadlines_.erase({loss_deadline(e), id});
+  e.confirmed_at = confirmed_at;
+  deadlines_.emplace(loss_deadline(e), id);
+}
+
+void lease_scheduler::schedule(lease_id id, entry& e, clock::time_point next_attempt) {
+  e.in_flight.reset();
+  e.next_attempt = next_attempt;
+  attempts_.emplace(next_attempt, id);
 }
 
 std::vector<renewal> lease_scheduler::due(clock::time_point now) {
-  // Two passes so that the result is allocated once, at its exact size.
-  std::size_t count = 0;
-  for (auto& e : leases_) {
-    if (check_expired(e, now)) continue;
-    if (!e.in_flight && e.next_attempt <= now) ++count;
-  }
+  expire(now);
   std::vector<renewal> out;
-  if (count == 0) return out;
-  out.reserve(count);
-  for (auto& e : leases_) {
-    if (e.lost_at || e.in_flight || e.next_attempt > now) continue;
+  const auto horizon = now + batch_window_;
+  while (!attempts_.empty() && attempts_.begin()->first <= horizon) {
+    const lease_id id = attempts_.begin()->second;
+    attempts_.erase(attempts_.begin());
+    entry& e = leases_.at(id);
     e.in_flight = now;
-    out.push_back(renewal{.id = e.id, .key = e.key, .sent_at = now});
+    out.push_back(renewal{.id = id, .key = e.key, .sent_at = now});
   }
+  std::sort(out.begin(), out.end(), [](const renewal& a, const renewal& b) { return a.id < b.id; });
   return out;
 }
 
 void lease_scheduler::on_result(lease_id id, clock::time_point sent_at, renewal_outcome outcome,
                                 clock::time_point now) {
-  entry* e = find(id);
-  if (e == nullptr || check_expired(*e, now)) return;
-  const bool answers_in_flight = e->in_flight && *e->in_flight == sent_at;
+  expire(now);
+  const auto it = leases_.find(id);
+  if (it == leases_.end() || it->second.lost_at) return;
+  entry& e = it->second;
+  const bool answers_in_flight = e.in_flight && *e.in_flight == sent_at;
   switch (outcome) {
     case renewal_outcome::renewed:
-      e->confirmed_at = std::max(e->confirmed_at, sent_at);
-      if (answers_in_flight) {
-        e->in_flight.reset();
-        e->next_attempt = e->confirmed_at + renew_interval_;
-      }
+      set_confirmed(id, e, std::max(e.confirmed_at, sent_at));
+      if (answers_in_flight) schedule(id, e, e.confirmed_at + renew_interval_);
       return;
     case renewal_outcome::not_held:
-      e->lost_at = now;
-      e->reason = lost_reason::not_held;
-      e->in_flight.reset();
+      mark_lost(id, e, lost_reason::not_held, now);
       return;
     case renewal_outcome::failed:
-      if (answers_in_flight) {
-        e->in_flight.reset();
-        e->next_attempt = now + retry_interval_;
-      }
+      if (answers_in_flight) schedule(id, e, now + retry_interval_);
       return;
   }
 }
 
 std::vector<lost_lease> lease_scheduler::take_lost(clock::time_point now) {
+  expire(now);
   std::vector<lost_lease> out;
-  for (auto& e : leases_) {
-    if (check_expired(e, now)) out.push_back(lost_lease{.id = e.id, .reason = e.reason});
+  out.reserve(lost_.size());
+  for (const lease_id id : lost_) {  // a set: in id order
+    const auto it = leases_.find(id);
+    out.push_back(lost_lease{.id = id, .reason = it->second.reason});
+    leases_.erase(it);
   }
-  if (!out.empty()) {
-    std::erase_if(leases_, [](const entry& e) { return e.lost_at.has_value(); });
-  }
+  lost_.clear();
+  earliest_lost_at_.reset();
   return out;
 }
 
 std::optional<clock::time_point> lease_scheduler::next_wakeup() const {
-  std::optional<clock::time_point> earliest;
-  const auto consider = [&earliest](clock::time_point t) {
-    if (!earliest || t < *earliest) earliest = t;
+  std::optional<clock::time_point> earliest = earliest_lost_at_;
+  const auto consider = [&earliest](const timeline& t) {
+    if (!t.empty() && (!earliest || t.begin()->first < *earliest)) earliest = t.begin()->first;
   };
-  for (const auto& e : leases_) {
-    if (e.lost_at) {
-      consider(*e.lost_at);
-      continue;
-    }
-    consider(loss_deadline(e));
-    if (!e.in_flight) consider(e.next_attempt);
-  }
+  consider(deadlines_);
+  consider(attempts_);
   return earliest;
 }
 
 std::optional<clock::time_point> lease_scheduler::guaranteed_expiry(lease_id id) const {
-  const entry* e = find(id);
-  if (e == nullptr) return std::nullopt;
-  return e->confirmed_at + lease_;
-}
-
-lease_scheduler::entry* lease_scheduler::find(lease_id id) noexcept {
-  const auto it = position(leases_, id);
-  return it == leases_.end() ? nullptr : &*it;
-}
-
-const lease_scheduler::entry* lease_scheduler::find(lease_id id) const noexcept {
-  const auto it = position(leases_, id);
-  return it == leases_.end() ? nullptr : &*it;
+  const auto it = leases_.find(id);
+  if (it == leases_.end()) return std::nullopt;
+  return it->second.confirmed_at + lease_;
 }
 
 }  // namespace dlock::lease

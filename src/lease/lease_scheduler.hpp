@@ -54,8 +54,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,8 +109,11 @@ class lease_scheduler {
   // guaranteed expiry an unconfirmed hold already counts as lost; it absorbs the holder's reaction
   // time and clock-rate differences between client and server. Throws std::invalid_argument
   // unless lease >= 1 ms, safety_margin >= 0 and safety_margin + renew_interval < lease (else
-  // every hold would be lost before its first renewal could be sent).
-  lease_scheduler(duration lease, duration safety_margin);
+  // every hold would be lost before its first renewal could be sent), and unless 0 <=
+  // batch_window < renew_interval. due(now) also returns leases due within `batch_window` after
+  // `now`: renewing a little early only moves a guarantee later, and it lets leases taken at
+  // different moments fall into one round, so one script renews many (see due()).
+  lease_scheduler(duration lease, duration safety_margin, duration batch_window = duration{0});
 
   // lease_scheduler::add()
   //
@@ -128,12 +133,12 @@ class lease_scheduler {
   // lease_scheduler::due()
   //
   // Returns the renewals to send now, in id order: every lease whose next attempt time is at or
-  // before `now`, that has no renewal in flight and is not lost. Each returned lease is marked in
-  // flight with sent_at = now and is not returned again until its answer is reported. Leases
-  // whose loss deadline has passed are marked lost instead (see take_lost()). All due leases come
-  // back in this one call so they can share scripts; the only allocation is the returned vector.
-  // Every returned renewal must be answered by exactly one on_result() call; one that never is
-  // only delays its lease's next renewal, and the loss deadline still applies.
+  // before `now` + batch_window, that has no renewal in flight and is not lost. Each returned lease
+  // is marked in flight with sent_at = now and is not returned again until its answer is reported.
+  // Leases whose loss deadline has passed are marked lost instead (see take_lost()). All due leases
+  // come back in this one call so they can share scripts; the only allocation is the returned
+  // vector. Every returned renewal must be answered by exactly one on_result() call; one that never
+  // is only delays its lease's next renewal, and the loss deadline still applies.
   [[nodiscard]] std::vector<renewal> due(clock::time_point now);
 
   // lease_scheduler::on_result()
@@ -177,10 +182,13 @@ class lease_scheduler {
   duration safety_margin() const noexcept { return safety_margin_; }
   duration renew_interval() const noexcept { return renew_interval_; }
   duration retry_interval() const noexcept { return retry_interval_; }
+  duration batch_window() const noexcept { return batch_window_; }
 
  private:
+  // Costs: add, remove, on_result O(log n); due() and take_lost() O(k log n) for the k leases
+  // they return; next_wakeup() O(1). Three ordered indexes keep a tick from scanning every lease.
+  using timeline = std::set<std::pair<clock::time_point, lease_id>>;
   struct entry {
-    lease_id id;
     std::shared_ptr<const lease_key> key;
     clock::time_point confirmed_at;              // send time of the latest confirmed TTL set
     clock::time_point next_attempt;              // when to send the next renewal
@@ -192,18 +200,26 @@ class lease_scheduler {
   clock::time_point loss_deadline(const entry& e) const noexcept {
     return e.confirmed_at + lease_ - safety_margin_;
   }
-  // Marks `e` lost (expired_unconfirmed) if its loss deadline is at or before `now`. Returns
-  // whether `e` is lost after the check.
-  bool check_expired(entry& e, clock::time_point now) const noexcept;
-  entry* find(lease_id id) noexcept;
-  const entry* find(lease_id id) const noexcept;
+  // Marks lost (expired_unconfirmed) every lease whose loss deadline is at or before `now`.
+  void expire(clock::time_point now);
+  // Marks `e` lost now, taking it out of the attempt and deadline indexes.
+  void mark_lost(lease_id id, entry& e, lost_reason reason, clock::time_point now);
+  // Moves `e`'s confirmation or next attempt, keeping the indexes in step.
+  void set_confirmed(lease_id id, entry& e, clock::time_point confirmed_at);
+  void schedule(lease_id id, entry& e, clock::time_point next_attempt);
+  void erase_indexes(lease_id id, const entry& e);
 
   duration lease_;
   duration safety_margin_;
   duration renew_interval_;
   duration retry_interval_;
+  duration batch_window_;
   lease_id next_id_ = 1;
-  std::vector<entry> leases_;  // sorted by id: ids grow and add() appends
+  std::map<lease_id, entry> leases_;
+  timeline attempts_;        // (next_attempt, id) of leases neither in flight nor lost
+  timeline deadlines_;       // (loss deadline, id) of leases not lost
+  std::set<lease_id> lost_;  // lost, not yet returned by take_lost()
+  std::optional<clock::time_point> earliest_lost_at_;  // the first lost_at among lost_
 };
 
 }  // namespace dlock::lease

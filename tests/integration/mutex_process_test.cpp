@@ -141,7 +141,7 @@ std::vector<interval> five_clients_with_work(const redis_server& server, const s
   for (int i = 0; i < 5; ++i) {
     clients.emplace_back([&] {
       client_options o = client_options::from_url(server.url());
-      o.lock_watchdog_timeout = 1s;
+      o.locks.watchdog_timeout = 1s;
       client c{o};
       mutex lock = c.get_lock(name);
       if (explicit_lease) {

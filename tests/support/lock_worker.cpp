@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   try {
     if (args.size() == 4 && args[0] == "hold") {
       dlock::client_options o = dlock::client_options::from_url(args[1]);
-      o.lock_watchdog_timeout = std::chrono::milliseconds(std::stoll(args[3]));
+      o.locks.watchdog_timeout = std::chrono::milliseconds(std::stoll(args[3]));
       dlock::client c{o};
       dlock::mutex m = c.get_lock(args[2]);
       m.lock();

@@ -375,6 +375,48 @@ TEST(LeaseScheduler, RejectsLeasesThatCannotWork) {
   EXPECT_THROW(lease_scheduler(kLease, 20s), std::invalid_argument);
   EXPECT_NO_THROW(lease_scheduler(kLease, 19999ms));
   EXPECT_THROW(lease_scheduler(1ms, 0ms), std::invalid_argument);  // 0 + 1 ms is not < 1 ms
+  EXPECT_THROW(lease_scheduler(kLease, kMargin, -1ms), std::invalid_argument);
+  EXPECT_THROW(lease_scheduler(kLease, kMargin, 10s), std::invalid_argument);  // a whole interval
+  EXPECT_NO_THROW(lease_scheduler(kLease, kMargin, 9999ms));
+}
+
+// Leases taken at different moments join one round when the later ones are due within the
+// window: renewing them early costs nothing but moves their guarantee later.
+TEST(LeaseScheduler, TheBatchWindowPullsLeasesDueSoonIntoThisRound) {
+  lease_scheduler s(kLease, kMargin, 3s);
+  const lease_id a = s.add(key("a"), at(0));     // due at 10 s
+  const lease_id b = s.add(key("b"), at(2000));  // due at 12 s: within 3 s of 10 s
+  const lease_id c = s.add(key("c"), at(4000));  // due at 14 s: outside
+  EXPECT_EQ(s.next_wakeup(), at(10000));
+  EXPECT_EQ(ids(s.due(at(10000))), (std::vector<lease_id>{a, b}));
+  s.on_result(a, at(10000), renewal_outcome::renewed, at(10001));
+  s.on_result(b, at(10000), renewal_outcome::renewed, at(10001));
+  EXPECT_EQ(s.guaranteed_expiry(b), at(40000)) << "b is now confirmed from the shared round";
+  EXPECT_EQ(s.next_wakeup(), at(14000));
+  EXPECT_EQ(ids(s.due(at(14000))), (std::vector<lease_id>{c}));
+  s.on_result(c, at(14000), renewal_outcome::renewed, at(14001));
+  // From now on a and b share every round: c is 4 s later, beyond the window.
+  EXPECT_EQ(ids(s.due(at(20000))), (std::vector<lease_id>{a, b}));
+  EXPECT_TRUE(s.due(at(20001)).empty());
+}
+
+// 100,000 leases: every round returns exactly the leases due, in order, and leaves the others
+// alone. (The cost of a round at this size is measured in bench/dlock_bench_watchdog.)
+TEST(LeaseScheduler, ManyLeasesAreScheduledByIndexNotByScan) {
+  lease_scheduler s(kLease, kMargin);
+  constexpr int total = 100000;
+  for (int i = 0; i < total; ++i)
+    (void)s.add(key("k" + std::to_string(i)), at(i / 100));  // 100 leases per millisecond
+  for (int round = 0; round < 10; ++round) {
+    const auto now = at(10000 + round);
+    ASSERT_EQ(s.next_wakeup(), now);
+    const auto batch = s.due(now);
+    ASSERT_EQ(batch.size(), 100u) << "round " << round;
+    for (const auto& r : batch)
+      s.on_result(r.id, r.sent_at, renewal_outcome::renewed, now);
+  }
+  EXPECT_EQ(s.size(), static_cast<std::size_t>(total));
+  EXPECT_TRUE(s.take_lost(at(10010)).empty());
 }
 
 }  // namespace

@@ -18,7 +18,9 @@ lease::lease_scheduler make_scheduler(milliseconds watchdog) {
                     " ms is over the limit of " + std::to_string(max_lock_lease.count()) + " ms");
   }
   try {
-    return lease::lease_scheduler(watchdog, safety_margin(watchdog));
+    // Renewals due within a third of the renewal interval go together, so holds taken at
+    // different moments share rounds and scripts (at most three rounds per interval).
+    return lease::lease_scheduler(watchdog, safety_margin(watchdog), watchdog / 9);
   } catch (const std::invalid_argument& e) {
     throw error(errc::invalid_argument, std::string("lock watchdog timeout: ") + e.what());
   }
