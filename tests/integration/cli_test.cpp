@@ -702,16 +702,21 @@ TEST(CliExec, AnIgnoredSigchldInheritedByDlockDoesNotHideTheCommandsEnd) {
 
 // --- errors ------------------------------------------------------------------------------------
 
-TEST(CliErrors, AnUnreachableServerGives69) {
+TEST(CliErrors, AnUnreachableServerGives69AndSaysWhy) {
   const std::string url = "redis://127.0.0.1:" + std::to_string(tools::find_free_port());
   temp_dir dir;
   const std::string marker = dir / "ran";
-  auto r = run_cli(url, {"exec", "job", "--", "touch", marker});
-  EXPECT_EQ(r.exit_code, 69) << r.err;
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"exec", "job", "--", "touch", marker},
+                                             {"status", "job"},
+                                             {"unlock", "--force", "job"},
+                                             {"ping"}}) {
+    const tools::command_result r = run_cli(url, args);
+    EXPECT_EQ(r.exit_code, 69) << args.front() << ": " << r.err;
+    EXPECT_NE(r.err.find("Connection refused"), std::string::npos) << args.front() << ": " << r.err;
+    EXPECT_TRUE(r.err.ends_with("\n")) << r.err;
+  }
   EXPECT_FALSE(fs::exists(marker));
-  EXPECT_EQ(run_cli(url, {"status", "job"}).exit_code, 69);
-  EXPECT_EQ(run_cli(url, {"unlock", "--force", "job"}).exit_code, 69);
-  EXPECT_EQ(run_cli(url, {"ping"}).exit_code, 69);
 }
 
 TEST(CliErrors, AWrongPasswordGives69) {
@@ -726,6 +731,49 @@ TEST(CliErrors, AWrongPasswordGives69) {
   EXPECT_EQ(run_cli(wrong, {"status", name}).exit_code, 69);
   // The right password works, so 69 was about the password.
   EXPECT_EQ(run_cli(server.url(), {"exec", name, "--", "true"}).exit_code, 0);
+}
+
+// Hardening: exec printed "server error" for an ACL refusal, without the server's NOPERM text.
+TEST(CliErrors, AnAclRefusalCarriesTheServersMessage) {
+  redis_server server;
+  client admin{server.url()};
+  // Every command but scripts, which the locks run.
+  admin.command({"ACL", "SETUSER", "noscripts", "on", ">pw", "~*", "&*", "+@all", "-@scripting"});
+  const std::string url = "redis://noscripts:pw@127.0.0.1:" + std::to_string(server.port());
+  temp_dir dir;
+  const std::string name = unique_key("acl"), marker = dir / "ran";
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"exec", "-n", name, "--", "touch", marker},
+                                             {"exec", "-w", "1", name, "--", "touch", marker},
+                                             {"status", name},
+                                             {"unlock", "--force", name}}) {
+    const tools::command_result r = run_cli(url, args);
+    EXPECT_EQ(r.exit_code, 69) << args.front() << ": " << r.err;
+    EXPECT_NE(r.err.find("NOPERM"), std::string::npos) << args.front() << ": " << r.err;
+    EXPECT_TRUE(r.err.ends_with("\n")) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(marker));
+}
+
+// Hardening: a server that went away while exec waited gave "cannot connect to Redis" without
+// the system's reason.
+TEST(CliErrors, AServerGoneWhileWaitingGivesTheSystemsReason) {
+  redis_server server;
+  temp_dir dir;
+  const std::string name = unique_key("gone"), marker = dir / "ran";
+  client c{server.url()};
+  mutex m = c.get_lock(name);
+  m.lock();
+  const milliseconds wait = 2s;
+  cli_process waiter({"--redis", server.url(), "exec", "-w", "2", name, "--", "touch", marker});
+  ASSERT_TRUE(eventually([&] { return m.status().subscribers == 1; })) << waiter.err();
+  server.kill(SIGKILL);
+  ASSERT_TRUE(server.wait_exit(step_limit));
+  EXPECT_EQ(waiter.wait(wait + process_slack), 69) << waiter.err();
+  const std::string err = waiter.err();
+  EXPECT_NE(err.find("Connection refused"), std::string::npos) << err;
+  EXPECT_TRUE(err.ends_with("\n")) << err;
+  EXPECT_FALSE(fs::exists(marker));
 }
 
 TEST(CliErrors, BadUsageGives64AndRunsNothing) {

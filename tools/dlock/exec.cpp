@@ -2,9 +2,9 @@
 //
 // Everything is an event; nothing sleeps or polls. The signals dlock handles are blocked in every
 // thread (the mask is set before the client starts its I/O thread) and read from one signalfd;
-// the asynchronous acquisition completes through a pipe; a lost hold (the lease's stop_token)
-// writes a byte to another pipe; the kill grace period is the timeout of poll(). The hold is a
-// dlock::lock_lease, which belongs to no thread.
+// the asynchronous acquisition completes through a pipe (written by a thread that waits for its
+// future); a lost hold (the lease's stop_token) writes a byte to another pipe; the kill grace
+// period is the timeout of poll(). The hold is a dlock::lock_lease, which belongs to no thread.
 //
 //   waiting for the lock ──INT/TERM/HUP──> cancel the wait, exit 128+sig, the command never runs
 //        │ acquired
@@ -27,12 +27,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <mutex>
+#include <future>
+#include <optional>
 #include <set>
 #include <stop_token>
+#include <thread>
 
 #include "cli_support.hpp"
 #include "dlock/dlock.hpp"
@@ -95,46 +97,36 @@ signalfd_siginfo read_signal(int signal_fd) {
   return info;
 }
 
-// The completion of the asynchronous acquisition, handed from the client's I/O thread (where the
-// handler runs and must not block) to the main thread through a pipe that poll() watches. Shared
-// with the handler, so it outlives a completion that comes late.
+// The asynchronous acquisition in its future form, whose dlock::error carries the server's or the
+// system's message ("NOPERM ...", "Connection refused"); the callback form (lease_handler) gets
+// only an error_code, whose message is a bare "server error". A thread waits for the future and
+// wakes the main thread's poll() through a pipe.
+// Construct it before the client: on an early way out (an exception) the client is then destroyed
+// first, which completes the acquisition (client_stopped) and so ends the thread before the
+// destructor joins it.
 class acquisition {
  public:
   acquisition() : wake_(make_pipe(O_NONBLOCK)) {}
 
-  static lease_handler handler(std::shared_ptr<acquisition> self) {
-    return [self = std::move(self)](std::error_code ec, lock_lease lease) {
-      {
-        std::lock_guard lock(self->mutex_);
-        self->ec_ = ec;
-        self->lease_ = std::move(lease);
-        self->done_ = true;
-      }
+  void start(std::future<lock_lease> outcome) {
+    outcome_ = std::move(outcome);
+    waiter_ = std::jthread([this] {
+      outcome_.wait();
+      done_.store(true, std::memory_order_release);
       const char byte = 1;
-      (void)!::write(self->wake_.write.get(), &byte, 1);
-    };
+      (void)!::write(wake_.write.get(), &byte, 1);
+    });
   }
   int fd() const { return wake_.read.get(); }
-  bool done() {
-    std::lock_guard lock(mutex_);
-    return done_;
-  }
-  // After done(): the outcome.
-  std::error_code error() {
-    std::lock_guard lock(mutex_);
-    return ec_;
-  }
-  lock_lease take_lease() {
-    std::lock_guard lock(mutex_);
-    return std::move(lease_);
-  }
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // After done(): the lease, empty when the wait ran out. Throws the acquisition's dlock::error.
+  lock_lease take() { return outcome_.get(); }
 
  private:
   pipe_ends wake_;
-  std::mutex mutex_;
-  bool done_ = false;  // guarded by mutex_, as are ec_ and lease_
-  std::error_code ec_;
-  lock_lease lease_;
+  std::future<lock_lease> outcome_;  // the thread's alone until done_
+  std::atomic<bool> done_{false};
+  std::jthread waiter_;  // the last member: joined before the others are destroyed
 };
 
 // Whether the lock's hash still records the lease's hold. When Redis cannot be asked, the
@@ -305,6 +297,7 @@ int run_exec(const exec_options& o) {
   try {
     client_options copts = client_options::from_url(o.redis_url);
     if (o.watchdog) copts.lock_watchdog_timeout = *o.watchdog;
+    acquisition waiting;  // before the client: see acquisition
     dlock::client redis{copts};
     dlock::mutex m = redis.get_lock(o.name);
     // Connection and authentication problems surface here, with the server's own words.
@@ -312,16 +305,15 @@ int run_exec(const exec_options& o) {
 
     // Waiting, cancelled by a signal: the library then completes with errc::cancelled, or
     // releases a hold that was arriving at that moment.
-    const auto waiting = std::make_shared<acquisition>();
     std::stop_source give_up;
     acquire_options wait_options{
         .wait = o.nonblock ? std::optional(std::chrono::milliseconds(0)) : o.wait,
         .lease = o.lease,
         .cancel = give_up.get_token()};
-    m.async_acquire(wait_options, acquisition::handler(waiting));
+    waiting.start(m.async_acquire(wait_options));
     int signalled = 0;
-    while (!waiting->done()) {
-      std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{waiting->fd(), POLLIN, 0}};
+    while (!waiting.done()) {
+      std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{waiting.fd(), POLLIN, 0}};
       if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) throw os_error("poll");
       for (int sig = 0; (sig = static_cast<int>(read_signal(signals.get()).ssi_signo)) != 0;) {
         if (signalled == 0 && is_forwarded(sig)) {
@@ -330,8 +322,16 @@ int run_exec(const exec_options& o) {
         }
       }
     }
-    // Released on every way out, after the command (declared later) has been reaped.
-    lock_lease lease = waiting->take_lease();
+    // Released on every way out, after the command (declared later) has been reaped. Taken out
+    // of the future even when a signal ends dlock now, so that it is released before the client
+    // goes.
+    lock_lease lease;
+    std::optional<dlock::error> failed;
+    try {
+      lease = waiting.take();
+    } catch (const dlock::error& e) {
+      failed = e;
+    }
     // A signal right after the acquisition still counts as "while waiting".
     for (int sig = 0;
          signalled == 0 && (sig = static_cast<int>(read_signal(signals.get()).ssi_signo)) != 0;) {
@@ -342,9 +342,9 @@ int run_exec(const exec_options& o) {
                               signal_name(signalled), shown_name(o.name)));
       return exit_signal_base + signalled;
     }
-    if (const std::error_code ec = waiting->error()) {
-      print_error(fmt::format("lock '{}': {}", shown_name(o.name), ec.message()));
-      return exit_code_for(ec);
+    if (failed) {
+      print_error(fmt::format("lock '{}': {}", shown_name(o.name), failed->what()));
+      return exit_code_for(*failed);
     }
     if (!lease) {
       print_error(o.nonblock ? fmt::format("lock '{}' is held; the command was not run (-n)",
