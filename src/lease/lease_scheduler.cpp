@@ -102,6 +102,9 @@ void lease_scheduler::schedule(lease_id id, entry& e, clock::time_point next_att
 std::vector<renewal> lease_scheduler::due(clock::time_point now) {
   expire(now);
   std::vector<renewal> out;
+  // Nothing before a lease is actually due: a call made for another reason (an answer just came)
+  // would otherwise send a thin slice of leases that reached the window's edge.
+  if (attempts_.empty() || attempts_.begin()->first > now) return out;
   const auto horizon = now + batch_window_;
   while (!attempts_.empty() && attempts_.begin()->first <= horizon) {
     const lease_id id = attempts_.begin()->second;

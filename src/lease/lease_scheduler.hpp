@@ -132,8 +132,9 @@ class lease_scheduler {
 
   // lease_scheduler::due()
   //
-  // Returns the renewals to send now, in id order: every lease whose next attempt time is at or
-  // before `now` + batch_window, that has no renewal in flight and is not lost. Each returned lease
+  // Returns the renewals to send now, in id order: when at least one lease's next attempt time is
+  // at or before `now`, every lease whose next attempt is at or before `now` + batch_window, that
+  // has no renewal in flight and is not lost; otherwise none. Each returned lease
   // is marked in flight with sent_at = now and is not returned again until its answer is reported.
   // Leases whose loss deadline has passed are marked lost instead (see take_lost()). All due leases
   // come back in this one call so they can share scripts; the only allocation is the returned

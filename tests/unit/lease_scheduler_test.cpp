@@ -388,6 +388,7 @@ TEST(LeaseScheduler, TheBatchWindowPullsLeasesDueSoonIntoThisRound) {
   const lease_id b = s.add(key("b"), at(2000));  // due at 12 s: within 3 s of 10 s
   const lease_id c = s.add(key("c"), at(4000));  // due at 14 s: outside
   EXPECT_EQ(s.next_wakeup(), at(10000));
+  EXPECT_TRUE(s.due(at(9999)).empty()) << "nothing is sent before a lease is actually due";
   EXPECT_EQ(ids(s.due(at(10000))), (std::vector<lease_id>{a, b}));
   s.on_result(a, at(10000), renewal_outcome::renewed, at(10001));
   s.on_result(b, at(10000), renewal_outcome::renewed, at(10001));
