@@ -82,7 +82,10 @@ std::string read_file(const std::string& path) {
 // on destruction if still running.
 class cli_process {
  public:
-  explicit cli_process(std::vector<std::string> args, std::vector<std::string> env_overrides = {})
+  // `detached`: in a new session, without a controlling terminal, as under cron, also when the
+  // tests run in a terminal.
+  explicit cli_process(std::vector<std::string> args, std::vector<std::string> env_overrides = {},
+                       bool detached = false)
       : err_path_(dir_ / "stderr") {
     args.insert(args.begin(), cli);
     std::vector<std::string> env;
@@ -112,7 +115,11 @@ class cli_process {
     ::posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
     ::posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path_.c_str(),
                                        O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawnattr_t attr;
+    ::posix_spawnattr_init(&attr);
+    if (detached) ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+    const int rc = ::posix_spawn(&pid_, argv[0], &actions, &attr, argv.data(), envp.data());
+    ::posix_spawnattr_destroy(&attr);
     ::posix_spawn_file_actions_destroy(&actions);
     ::close(in[0]);
     ::close(out[1]);
@@ -210,6 +217,16 @@ bool eventually(const std::function<bool()>& done, milliseconds limit = step_lim
     std::this_thread::sleep_for(status_poll_interval);
   }
   return true;
+}
+
+// Whether process `pid` runs: it exists and is not a zombie (an orphan's zombie may wait a while
+// for whoever adopted it to reap it).
+bool alive(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;  // gone
+  const char state = stat[paren + 2];
+  return state != 'Z' && state != 'X';
 }
 
 // --- a small JSON reader, enough to check `dlock status --json` -------------------------------
@@ -649,6 +666,77 @@ TEST(CliExec, ALockOverwrittenWithDataWhileTheCommandRunsGives70AndTheDataStays)
   EXPECT_EQ(p.wait(), 70) << p.err();
   EXPECT_NE(p.err().find("lost lock"), std::string::npos) << p.err();
   EXPECT_EQ(c.command({"GET", name}).str, "data") << "the release deleted someone's data";
+}
+
+// Hardening: kill -9 of dlock (or an OOM kill) left its command running with no lock and no
+// renewal, and a second exec on the same name ran beside it. The command and what it started
+// (its process group) must die with dlock, which runs no code after SIGKILL.
+TEST(CliExec, TheCommandAndWhatItStartedDieWithAKilledDlock) {
+  redis_server server;
+  const std::string name = unique_key("orphan");
+  const milliseconds watchdog = 1s;
+  // The command (sh) starts a grandchild (sleep) and prints both pids.
+  cli_process p({"--redis", server.url(), "exec", "--watchdog", "1", name, "--", "sh", "-c",
+                 "sleep 30 & echo $$ $!; wait"},
+                {}, true);
+  const auto line = p.read_line();
+  ASSERT_TRUE(line) << p.err();
+  pid_t command = 0, grandchild = 0;
+  std::istringstream(*line) >> command >> grandchild;
+  ASSERT_GT(command, 0) << *line;
+  ASSERT_GT(grandchild, 0) << *line;
+  ASSERT_TRUE(alive(command) && alive(grandchild));
+
+  p.signal(SIGKILL);
+  EXPECT_EQ(p.wait(), 128 + SIGKILL);
+  EXPECT_TRUE(eventually([&] { return !alive(command) && !alive(grandchild); }, process_slack))
+      << "still running: command " << alive(command) << ", grandchild " << alive(grandchild);
+  // The dead dlock's lock frees itself within its watchdog lease; a second exec then takes it.
+  const tools::command_result r =
+      run_cli(server.url(), {"exec", "-w", "5", name, "--", "true"}, watchdog + step_limit);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const pid_t pid : {command, grandchild}) {  // after a failure: no strays for 30 s
+    if (alive(pid)) ::kill(pid, SIGKILL);
+  }
+}
+
+// The command itself also dies with dlock when it has left the process group (the kernel's
+// parent-death signal, not the group's guard).
+TEST(CliExec, ACommandThatLeftItsProcessGroupStillDiesWithAKilledDlock) {
+  redis_server server;
+  const std::string name = unique_key("escaped");
+  // It moves to a process group of its own, then becomes `sleep` (the same process).
+  const std::string leave_group =
+      "import os; os.setpgid(0, 0); print(os.getpid(), flush=True); "
+      "os.execvp('sleep', ['sleep', '30'])";
+  cli_process p(
+      {"--redis", server.url(), "exec", name, "--", "/usr/bin/python3", "-c", leave_group}, {},
+      true);
+  const auto line = p.read_line();
+  ASSERT_TRUE(line) << p.err();
+  const pid_t command = std::stoi(*line);
+  ASSERT_TRUE(alive(command));
+  p.signal(SIGKILL);
+  EXPECT_EQ(p.wait(), 128 + SIGKILL);
+  EXPECT_TRUE(eventually([&] { return !alive(command); }, process_slack));
+  if (alive(command)) ::kill(command, SIGKILL);
+}
+
+// The other side of the previous test: the command's process group dies with dlock, not with a
+// normal end. A background job the command left behind keeps running then, as documented.
+TEST(CliExec, ABackgroundJobLeftBehindOutlivesANormalEnd) {
+  redis_server server;
+  const std::string name = unique_key("leftover");
+  cli_process p({"--redis", server.url(), "exec", name, "--", "sh", "-c",
+                 "sleep 30 >/dev/null 2>&1 & echo $!"},
+                {}, true);
+  const auto line = p.read_line();
+  ASSERT_TRUE(line) << p.err();
+  const pid_t job = std::stoi(*line);
+  EXPECT_EQ(p.wait(), 0) << p.err();
+  // A kill of the group after dlock's end would come at once: give it a moment to show.
+  EXPECT_FALSE(eventually([&] { return !alive(job); }, 300ms)) << "the job was killed";
+  if (alive(job)) ::kill(job, SIGKILL);
 }
 
 TEST(CliExec, AnExplicitLeaseThatRunsOutStopsTheCommand) {

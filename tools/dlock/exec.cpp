@@ -14,13 +14,15 @@
 //        │ command exited
 //        v
 //   release the lock; exit with the command's code (70 if the hold was lost meanwhile)
+//
+// If dlock is killed while the command runs, the command dies with it without dlock's help (the
+// kernel's parent-death signal, and a guard process for its process group: tethered_spawn.hpp).
 #include "exec.hpp"
 
 #include <dirent.h>
 #include <fmt/core.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +41,7 @@
 #include "cli_support.hpp"
 #include "dlock/dlock.hpp"
 #include "posix_support.hpp"
+#include "tethered_spawn.hpp"
 
 extern char** environ;  // NOLINT: POSIX declares it nowhere else
 
@@ -175,39 +178,28 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 //    group, so that it can read the terminal, job control (Ctrl-Z, fg) and pipelines such as
 //    `dlock exec x -- make | less` work as without dlock, and Ctrl-C reaches it directly.
 //  - otherwise (cron, scripts, services): its own process group, so that forwarded signals and a
-//    lost lock reach everything it started, not only the child itself.
+//    lost lock reach everything it started, not only the child itself. The group is led by a
+//    guard process that kills it if dlock dies (tethered_spawn.hpp).
+// Either way the command itself is killed by the kernel when dlock dies (PR_SET_PDEATHSIG).
 class command_process {
  public:
-  // Starts the command; throws std::system_error with the errno of posix_spawnp (ENOENT when it
-  // is not found) when it cannot.
+  // Starts the command; throws std::system_error with the errno of the exec (ENOENT when it is
+  // not found) or of the step before it that failed.
   // `mask`: the signal mask dlock inherited; `default_sigpipe`: whether SIGPIPE had its default
   // action before dlock ignored it for itself.
   command_process(const exec_options& o, std::vector<std::string> env, const sigset_t& mask,
-                  bool default_sigpipe)
-      : own_group_(!in_terminal_foreground()) {
+                  bool default_sigpipe) {
     std::vector<std::string> argv_storage = o.command;
     const std::vector<char*> argv = c_strings(argv_storage);
     const std::vector<char*> envp = c_strings(env);
-    posix_spawnattr_t attr;
-    ::posix_spawnattr_init(&attr);
-    ::posix_spawnattr_setflags(&attr,
-                               static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                                  (own_group_ ? POSIX_SPAWN_SETPGROUP : 0)));
-    ::posix_spawnattr_setpgroup(&attr, 0);
-    ::posix_spawnattr_setsigmask(&attr, &mask);
     // What dlock changed for itself goes back to what the command would have had without dlock.
     const sigset_t defaults =
         default_sigpipe ? make_sigset({SIGPIPE, SIGCHLD}) : make_sigset({SIGCHLD});
-    ::posix_spawnattr_setsigdefault(&attr, &defaults);
-    const int rc = ::posix_spawnp(&pid_, argv[0], nullptr, &attr, argv.data(), envp.data());
-    ::posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-      pid_ = -1;
-      throw std::system_error(rc, std::generic_category(), "posix_spawnp");
-    }
+    if (!in_terminal_foreground()) guard_.emplace();
+    pid_ = spawn_tethered(argv.data(), envp.data(), mask, defaults, guard_ ? guard_->group() : 0);
   }
   // Only reached with the child reaped, except when an exception unwinds run_exec: then the
-  // command is killed rather than left running without its lock.
+  // command is killed rather than left running without its lock. (The guard goes with guard_.)
   ~command_process() {
     if (pid_ > 0) {
       signal(SIGKILL);
@@ -219,16 +211,16 @@ class command_process {
   command_process& operator=(const command_process&) = delete;
 
   // Sends `sig` to the command: its process group, or itself when it shares dlock's. Only until
-  // it is reaped, so the id cannot belong to someone else by then.
+  // it is reaped, so the id cannot belong to someone else by then (the group's id is the guard's,
+  // which is reaped after the command).
   void signal(int sig) const {
-    if (pid_ > 0) ::kill(own_group_ ? -pid_ : pid_, sig);
+    if (pid_ > 0) ::kill(guard_ ? -guard_->group() : pid_, sig);
   }
 
   // Whether a signal that reached dlock should be passed on. Signals from the terminal (Ctrl-C,
   // hangup) went to the whole foreground group: a command sharing it has them already.
   bool should_forward(const signalfd_siginfo& info) const {
-    return is_forwarded(static_cast<int>(info.ssi_signo)) &&
-           (own_group_ || info.ssi_code != SI_KERNEL);
+    return is_forwarded(static_cast<int>(info.ssi_signo)) && (guard_ || info.ssi_code != SI_KERNEL);
   }
 
   struct ending {
@@ -236,7 +228,8 @@ class command_process {
     int signal;     // the signal that killed it, 0 if it exited
   };
   // Returns how the command ended once it has, without blocking. `before_reap` runs while the
-  // child is a zombie, when its process group id cannot have been reused yet.
+  // child is a zombie, before the guard is dismissed: signal() still reaches its group. What the
+  // command left running in its group afterwards is no longer tied to dlock.
   template <typename F>
   std::optional<ending> check(F&& before_reap) {
     if (pid_ <= 0) return std::nullopt;
@@ -249,6 +242,7 @@ class command_process {
     before_reap();
     ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED);
     pid_ = -1;
+    guard_.reset();
     if (info.si_code == CLD_EXITED) return ending{info.si_status, 0};
     return ending{exit_signal_base + info.si_status, info.si_status};
   }
@@ -264,8 +258,8 @@ class command_process {
     return foreground;
   }
 
-  const bool own_group_;
-  pid_t pid_ = -1;  // -1 once reaped
+  std::optional<group_guard> guard_;  // with a process group of its own; before pid_
+  pid_t pid_ = -1;                    // -1 once reaped
 };
 
 }  // namespace
@@ -373,6 +367,9 @@ int run_exec(const exec_options& o) {
     std::optional<command_process> child;
     try {
       child.emplace(o, command_environment(o, lease), original, default_sigpipe);
+    } catch (const os_error& e) {  // fork, pipe2: not about the command
+      print_error(fmt::format("cannot start '{}': {}", shown_name(o.command.front()), e.what()));
+      return exit_os_error;
     } catch (const std::system_error& e) {
       const bool missing = e.code() == std::errc::no_such_file_or_directory;
       print_error(fmt::format("cannot run '{}': {}", shown_name(o.command.front()),

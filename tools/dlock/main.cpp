@@ -83,11 +83,13 @@ The command runs with DLOCK_NAME, DLOCK_TOKEN (the fencing token) and DLOCK_OWNE
 hash field) in its environment, in its own process group (in dlock's when dlock runs in the
 foreground of a terminal). SIGINT, SIGTERM and SIGHUP are forwarded
 to it; the lock is released once it has exited. If the lock is lost while it runs, it gets
-SIGTERM, SIGKILL after --kill-grace, and dlock exits 70.
+SIGTERM, SIGKILL after --kill-grace, and dlock exits 70. If dlock itself is killed (kill -9, out
+of memory), the command gets SIGKILL too, with its process group (in a terminal's foreground:
+the command alone).
 
 Exit status: the command's own (128+N if signal N killed it); 75 or -E: the lock was held;
 70: the lock was lost; 69: Redis unreachable, authentication refused or a Redis error;
-64: usage error; 127: command not found; 126: command not executable;
+71: a system call failed; 64: usage error; 127: command not found; 126: command not executable;
 128+N: signal N arrived while waiting (the command was not run).)";
 
 constexpr std::string_view status_footer = R"(
