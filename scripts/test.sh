@@ -25,6 +25,9 @@ echo "clang-format: ${#sources[@]} files clean"
 step "README snippets are compiled examples"
 python3 scripts/check-readme-snippets.py
 
+step "layering (scripts/check-layers.py)"
+python3 scripts/check-layers.py
+
 step "normal build (g++, RelWithDebInfo, -Werror)"
 cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null
 cmake --build build/test
