@@ -916,6 +916,13 @@ TEST(CliErrors, LongNamesAreCutInMessagesWithTheirLength) {
     EXPECT_NE(r.err.find("70000 bytes"), std::string::npos) << r.err.substr(0, message_limit);
     EXPECT_TRUE(r.err.ends_with("\n")) << r.err.substr(0, message_limit);
   }
+  // A duration option's text is echoed the same way.
+  const tools::command_result bad_wait =
+      run_cli(server.url(), {"exec", "-w", std::string(70000, '9') + "x", "job", "--", "true"});
+  EXPECT_EQ(bad_wait.exit_code, 64) << bad_wait.err.substr(0, message_limit);
+  EXPECT_LT(bad_wait.err.size(), message_limit);
+  EXPECT_NE(bad_wait.err.find("70001 bytes"), std::string::npos)
+      << bad_wait.err.substr(0, message_limit);
   // Within the limit, held by someone else: the conflict message names it cut too.
   const std::string long_name = unique_key(std::string(5000, 'x'));
   client c{server.url()};

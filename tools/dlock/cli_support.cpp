@@ -28,22 +28,23 @@ std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text,
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, seconds);
   if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(seconds)) {
-    problem =
-        fmt::format("{} expects a number of seconds such as 5 or 0.25, not '{}'", option, text);
+    problem = fmt::format("{} expects a number of seconds such as 5 or 0.25, not '{}'", option,
+                          shown_name(text));
     return std::nullopt;
   }
   if (seconds < 0 || (seconds == 0 && !allow_zero)) {
     problem = fmt::format("{} must be {} seconds, not {}", option,
-                          allow_zero ? "zero or more" : "more than zero", text);
+                          allow_zero ? "zero or more" : "more than zero", shown_name(text));
     return std::nullopt;
   }
   if (seconds > max_seconds) {
-    problem = fmt::format("{} {} is more than a year", option, text);
+    problem = fmt::format("{} {} is more than a year", option, shown_name(text));
     return std::nullopt;
   }
   const auto ms = std::llround(seconds * 1000);
   if (ms == 0 && seconds != 0) {
-    problem = fmt::format("{} {} is shorter than a millisecond, the smallest step", option, text);
+    problem = fmt::format("{} {} is shorter than a millisecond, the smallest step", option,
+                          shown_name(text));
     return std::nullopt;
   }
   return std::chrono::milliseconds(ms);
