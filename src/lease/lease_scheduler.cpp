@@ -117,6 +117,19 @@ std::vector<renewal> lease_scheduler::due(clock::time_point now) {
   return out;
 }
 
+std::vector<renewal> lease_scheduler::due_all(clock::time_point now) {
+  expire(now);
+  std::vector<renewal> out;
+  out.reserve(deadlines_.size());
+  for (auto& [id, e] : leases_) {  // in id order
+    if (e.lost_at) continue;
+    if (!e.in_flight) attempts_.erase({e.next_attempt, id});
+    e.in_flight = now;
+    out.push_back(renewal{.id = id, .key = e.key, .sent_at = now});
+  }
+  return out;
+}
+
 void lease_scheduler::on_result(lease_id id, clock::time_point sent_at, renewal_outcome outcome,
                                 clock::time_point now) {
   expire(now);

@@ -142,6 +142,13 @@ class lease_scheduler {
   // is only delays its lease's next renewal, and the loss deadline still applies.
   [[nodiscard]] std::vector<renewal> due(clock::time_point now);
 
+  // lease_scheduler::due_all()
+  //
+  // As due(), for every lease that is not lost, whenever its next renewal would be and even with
+  // a renewal in flight (that one's answer is then ignored unless it says renewed or not_held):
+  // after a reconnect every hold must be checked at once, since the server may have lost them.
+  [[nodiscard]] std::vector<renewal> due_all(clock::time_point now);
+
   // lease_scheduler::on_result()
   //
   // Reports the answer to the renewal of `id` sent at `sent_at`, received at `now`. Ignored when

@@ -58,6 +58,11 @@ class router {
   // Keys of one shard may share a multi-key script (see topology::shard_of).
   std::uint32_t shard_of(std::string_view key) const { return servers_->shard_of(key); }
 
+  // See topology::set_link_listener (I/O thread only).
+  void set_link_listener(topology::topology::link_listener listener) {
+    servers_->set_link_listener(std::move(listener));
+  }
+
   void stop() { servers_->stop(); }
 
  private:

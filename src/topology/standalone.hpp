@@ -23,11 +23,13 @@ class standalone final : public topology {
   net::connection& any_master() override { return *commands_; }
   pubsub::subscriber& subscriber_for(std::string_view) override { return *subscriber_; }
   std::uint32_t shard_of(std::string_view) const override { return 0; }
+  void set_link_listener(link_listener listener) override { link_listener_ = std::move(listener); }
   void stop() override;
 
  private:
   std::shared_ptr<net::connection> commands_;
   std::shared_ptr<pubsub::subscriber> subscriber_;  // connects on its first listener
+  link_listener link_listener_;                     // I/O thread only
 };
 
 }  // namespace dlock::topology

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 #include "net/connection.hpp"
@@ -31,6 +32,11 @@ class topology {
   // Keys with the same shard may be touched by one script (one server, and on a cluster one
   // slot). Standalone: every key is shard 0.
   virtual std::uint32_t shard_of(std::string_view key) const = 0;
+
+  // Told on the I/O thread each time a command connection becomes ready (`up`, after every
+  // reconnect) or is lost, with the shard it serves. Set it on the I/O thread.
+  using link_listener = std::function<void(std::uint32_t shard, bool up)>;
+  virtual void set_link_listener(link_listener listener) = 0;
 
   // Stops every connection; queued requests fail with errc::client_stopped.
   virtual void stop() = 0;

@@ -86,29 +86,60 @@ class LockScriptsTest : public ::testing::Test {
   std::int64_t pttl() { return c.command({"PTTL", name}).integer; }
 };
 
+// The server's clock in microseconds (TIME).
+std::int64_t server_micros(client& c) {
+  const reply t = c.command({"TIME"});
+  return std::stoll(t.elements.at(0).str) * 1000000 + std::stoll(t.elements.at(1).str);
+}
+
 TEST_F(LockScriptsTest, FirstAcquisitionStoresTheRedissonLayoutAndTakesAToken) {
-  EXPECT_EQ(lock("client-a:1"), std::make_pair(std::int64_t{1}, std::int64_t{1}));
+  const std::int64_t before = server_micros(c);
+  const auto [status, token] = lock("client-a:1");
+  EXPECT_EQ(status, 1);
+  // A new counter starts from the server's clock in microseconds (see reentrant_lock.lua).
+  EXPECT_GT(token, before);
+  EXPECT_LE(token, server_micros(c) + 1);
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
   EXPECT_EQ(c.command({"HLEN", name}).integer, 1);  // nothing else in the hash
   EXPECT_GT(pttl(), 30000 - ttl_slack_ms);
-  EXPECT_EQ(c.command({"GET", fence}).str, "1");
+  EXPECT_EQ(c.command({"GET", fence}).str, std::to_string(token));
+  // The counter expires a day after the name's last acquisition instead of living forever.
+  const std::int64_t counter_ttl = c.command({"PTTL", fence}).integer;
+  EXPECT_GT(counter_ttl, 86400000 - ttl_slack_ms);
+  EXPECT_LE(counter_ttl, 86400000);
+}
+
+// A server that lost its data (restart without persistence, a failover that lost the last
+// writes, an expired counter) must not hand out a token an earlier holder already has: the
+// fenced-write idiom would then accept two writers.
+TEST_F(LockScriptsTest, TokensKeepIncreasingWhenTheServerLosesTheCounter) {
+  const std::int64_t first = lock("client-a:1").second;
+  ASSERT_EQ(unlock("client-a:1"), 1);
+  (void)c.command({"FLUSHALL"});  // everything lost, as after SHUTDOWN NOSAVE and a restart
+  const std::int64_t after_loss = lock("client-b:1").second;
+  EXPECT_GT(after_loss, first);
+  ASSERT_EQ(unlock("client-b:1"), 1);
+  // A counter left by milestone 1 (which started at 1) simply goes on from where it is.
+  (void)c.command({"SET", fence, "41"});
+  EXPECT_EQ(lock("client-a:1").second, 42);
 }
 
 TEST_F(LockScriptsTest, ReentryCountsHoldsAndRenewsTheLeaseWithoutANewToken) {
-  lock("client-a:1");
+  const std::int64_t token = lock("client-a:1").second;
   c.command({"PEXPIRE", name, "1000"});
   EXPECT_EQ(lock("client-a:1", 1), std::make_pair(std::int64_t{2}, std::int64_t{2}));
   EXPECT_EQ(lock("client-a:1", 2), std::make_pair(std::int64_t{2}, std::int64_t{3}));
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "3");
   EXPECT_GT(pttl(), 30000 - ttl_slack_ms);
-  EXPECT_EQ(c.command({"GET", fence}).str, "1");
+  EXPECT_EQ(c.command({"GET", fence}).str, std::to_string(token));
 }
 
 // An acquisition whose reply was lost leaves a hold the client does not know of; the client's
 // next acquisition takes it over as a fresh hold, so one unlock frees the lock again.
 TEST_F(LockScriptsTest, AnOrphanedHoldOfTheSameOwnerIsTakenOverNotCounted) {
-  lock("client-a:1");  // the reply of this one "was lost": the client still knows 0 holds
-  EXPECT_EQ(lock("client-a:1", 0), std::make_pair(std::int64_t{1}, std::int64_t{2}));
+  const std::int64_t lost = lock("client-a:1").second;  // its reply "was lost": the client
+                                                        // still knows 0 holds
+  EXPECT_EQ(lock("client-a:1", 0), std::make_pair(std::int64_t{1}, lost + 1));
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
   EXPECT_EQ(unlock("client-a:1"), 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
@@ -203,20 +234,22 @@ TEST_F(LockScriptsTest, UnlockReleasesOneHoldAtATimeAndTheLastWakesWaiters) {
 // out while later requests went on). Repeating it sets the same count; a retry that arrives after
 // the owner's hold ended and a new one began must leave the new hold alone.
 TEST_F(LockScriptsTest, ARetriedReleaseRepeatsItsOutcomeAndNeverReleasesALaterHold) {
-  ASSERT_EQ(lock("client-a:1").second, 1);  // hold with token 1
+  const std::int64_t token = lock("client-a:1").second;
+  const std::string token_arg = std::to_string(token);
   lock("client-a:1", 1);
   EXPECT_EQ(unlock("client-a:1", "1"), 0);
-  EXPECT_EQ(unlock("client-a:1", "1", "1"), 0);  // the retry: still one hold left
+  EXPECT_EQ(unlock("client-a:1", "1", token_arg), 0);  // the retry: still one hold left
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
 
   EXPECT_EQ(unlock("client-a:1", "0"), 1);  // the last release ran (its reply was lost)...
-  ASSERT_EQ(lock("client-a:1").second, 2);  // ...and the same owner locked again: token 2
-  EXPECT_EQ(unlock("client-a:1", "0", "1"), -1) << "a late retry released the newer hold";
+  const std::int64_t newer = lock("client-a:1").second;  // ...and the same owner locked again
+  ASSERT_GT(newer, token);
+  EXPECT_EQ(unlock("client-a:1", "0", token_arg), -1) << "a late retry released the newer hold";
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
 
   EXPECT_EQ(unlock("client-a:1", "0"), 1);
   lock("client-b:1");  // someone else takes it meanwhile
-  EXPECT_EQ(unlock("client-a:1", "0", "2"), -1);
+  EXPECT_EQ(unlock("client-a:1", "0", std::to_string(newer)), -1);
   EXPECT_EQ(c.command({"HGET", name, "client-b:1"}).str, "1");  // b's hold is left alone
 }
 

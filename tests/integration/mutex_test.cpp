@@ -804,24 +804,82 @@ TEST(Mutex, WaitsForARedissonHolderAndWakesOnItsUnlockMessage) {
   EXPECT_LT(at - unlocked_at, timing_slack);
 }
 
-TEST(Mutex, AServerRestartLosesTheHoldAndTellsTheHolderWithinARenewal) {
+// A restart without persistence drops every lock. When the connection comes back the client
+// checks all its holds at once, so the holders hear of the loss about one round trip after the
+// reconnect, whatever their lease (milestone 1: at the next renewal, up to lease/3 = 10 s, and
+// never for an explicit lease). The next holder's fencing token is still above the old one.
+TEST(Mutex, AServerRestartTellsEveryHolderAtTheReconnect) {
   redis_server server;
-  const auto lease = 900ms;
-  client_options o = fast_watchdog(server, lease);
+  client_options o = client_options::from_url(server.url());
   o.reconnect_delay_max = 100ms;
   client c{o};
-  mutex m = c.get_lock(unique_key("m"));
-  m.lock();
-  stop_waiter lost{m.stop_token()};
-  const auto restarted_at = steady_clock::now();
-  server.kill(SIGKILL);  // no persistence: the lock is gone with the process
+  mutex watched = c.get_lock(unique_key("watched"));  // 30 s watchdog lease
+  mutex timed = c.get_lock(unique_key("timed"));
+  watched.lock();
+  timed.lock(lease_time(20s));
+  const std::uint64_t old_token = watched.fencing_token();
+  stop_waiter watched_lost{watched.stop_token()};
+  stop_waiter timed_lost{timed.stop_token()};
+  server.kill(SIGKILL);  // no persistence: the locks are gone with the process
   server.start();
-  const auto at = lost.wait_for(5s);
-  ASSERT_TRUE(at.has_value()) << "a restart that dropped the lock went unnoticed";
-  // The next renewal finds the lock gone: within one renewal period, or at the latest at the
-  // safety margin before the lease end if the server was still down then.
-  EXPECT_LT(*at - restarted_at, lease + timing_slack);
-  EXPECT_EQ(m.unlock_checked(), errc::lock_lost);
+  const auto restarted_at = steady_clock::now();
+  // The reconnect waits at most reconnect_delay_max; then one round trip.
+  constexpr auto reconnect_slack = 100ms + timing_slack;
+  const auto watched_at = watched_lost.wait_for(5s);
+  const auto timed_at = timed_lost.wait_for(5s);
+  ASSERT_TRUE(watched_at.has_value()) << "a restart that dropped the lock went unnoticed";
+  ASSERT_TRUE(timed_at.has_value()) << "an explicit lease's loss went unnoticed";
+  EXPECT_LT(*watched_at - restarted_at, reconnect_slack);
+  EXPECT_LT(*timed_at - restarted_at, reconnect_slack);
+  EXPECT_EQ(watched.unlock_checked(), errc::lock_lost);
+  EXPECT_EQ(timed.unlock_checked(), errc::lock_lost);
+
+  client other{server.url()};
+  mutex next = other.get_lock(watched.name());
+  ASSERT_TRUE(next.try_lock());
+  EXPECT_GT(next.fencing_token(), old_token) << "a token was handed out twice";
+  next.unlock();
+}
+
+// A waiter learns that its server is gone when the connection drops, not at the holder's lease
+// end (milestone 1: 29.7 s with the default lease): the loss of the connection makes every
+// waiter re-check at once, and a re-check that cannot reach the server fails with the connection's
+// error, as any other call of the client would. A caller that wants to ride out outages retries.
+TEST(Mutex, AWaiterFailsWhenTheServerDiesInsteadOfWaitingForTheLease) {
+  redis_server server;
+  client_options o = client_options::from_url(server.url());
+  o.connect_timeout = 500ms;
+  client holder{server.url()};
+  client c{o};
+  const std::string name = unique_key("m");
+  mutex held = holder.get_lock(name);
+  held.lock();  // 30 s lease
+  mutex m = c.get_lock(name);
+  auto waiting = std::async(std::launch::async, [&] {
+    try {
+      m.lock();
+      return std::error_code{};
+    } catch (const error& e) {
+      return e.code();
+    }
+  });
+  // Until the waiter sits in the queue (its client subscribed) there is no event to wait for.
+  ASSERT_TRUE(test::eventually([&] { return held.status().subscribers == 1; }));
+  const auto killed_at = steady_clock::now();
+  server.kill(SIGKILL);
+  ASSERT_EQ(waiting.wait_for(o.connect_timeout + o.request_timeout + timing_slack),
+            std::future_status::ready)
+      << "the waiter slept on with its server gone";
+  const std::error_code ec = waiting.get();
+  EXPECT_TRUE(ec == errc::connect_failed || ec == errc::connect_timeout ||
+              ec == errc::connection_lost)
+      << ec.message();
+  EXPECT_LT(steady_clock::now() - killed_at, o.connect_timeout + o.request_timeout + timing_slack);
+  EXPECT_FALSE(m.is_held_by_current_thread());
+  // Once the server is back (empty: no persistence), the same handle simply works again.
+  server.start();
+  EXPECT_TRUE(m.try_lock_for(5s));
+  m.unlock();
 }
 
 // Waiting threads of one client share one subscription; each unlock message wakes one of them,

@@ -401,6 +401,29 @@ TEST(LeaseScheduler, TheBatchWindowPullsLeasesDueSoonIntoThisRound) {
   EXPECT_TRUE(s.due(at(20001)).empty());
 }
 
+// After a reconnect the server may have lost every hold: all of them are sent at once, those
+// with a renewal in flight too, and the older renewal's failure no longer counts.
+TEST(LeaseScheduler, DueAllSendsEveryLeaseNowAndSupersedesTheOneInFlight) {
+  lease_scheduler s(kLease, kMargin);
+  const lease_id a = s.add(key("a"), at(0));
+  const lease_id b = s.add(key("b"), at(5000));
+  ASSERT_EQ(ids(s.due(at(10000))), (std::vector<lease_id>{a}));  // a in flight since 10 s
+  const auto all = s.due_all(at(10500));
+  EXPECT_EQ(ids(all), (std::vector<lease_id>{a, b}));
+  for (const auto& r : all)
+    EXPECT_EQ(r.sent_at, at(10500));
+  EXPECT_TRUE(s.due(at(15000)).empty()) << "nothing is due again while the round is in flight";
+  s.on_result(a, at(10000), renewal_outcome::failed, at(10600));  // the dead link's answer
+  s.on_result(a, at(10500), renewal_outcome::renewed, at(10600));
+  s.on_result(b, at(10500), renewal_outcome::not_held, at(10600));
+  EXPECT_EQ(s.guaranteed_expiry(a), at(40500));
+  EXPECT_EQ(s.next_wakeup(), at(10600)) << "b's loss waits to be taken";
+  const auto lost = s.take_lost(at(10600));
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].id, b);
+  EXPECT_EQ(s.next_wakeup(), at(20500));
+}
+
 // 100,000 leases: every round returns exactly the leases due, in order, and leaves the others
 // alone. (The cost of a round at this size is measured in bench/dlock_bench_watchdog.)
 TEST(LeaseScheduler, ManyLeasesAreScheduledByIndexNotByScan) {

@@ -183,6 +183,23 @@ void hold_registry::on_renewal(const lease::renewal& r, lease::renewal_outcome o
   scheduler_.on_result(r.id, r.sent_at, outcome, now);
 }
 
+std::vector<hold_registry::hold_check> hold_registry::explicit_holds() const {
+  std::vector<hold_check> out;
+  out.reserve(explicit_deadlines_.size());
+  for (const auto& [deadline, key] : explicit_deadlines_) {
+    const auto it = holds_.find(key);
+    if (it == holds_.end() || it->second.lost) continue;
+    out.push_back({key, owner_field(key.owner), it->second.token});
+  }
+  return out;
+}
+
+void hold_registry::on_check_failed(const hold_check& check, losses& out) {
+  const auto it = holds_.find(check.key);
+  if (it == holds_.end() || it->second.lost || it->second.token != check.token) return;
+  mark_lost(it->first, it->second, lock_loss_reason::not_held, out);
+}
+
 void hold_registry::take_expired(clock::time_point now, losses& out) {
   for (const lease::lost_lease& l : scheduler_.take_lost(now)) {
     const auto owner = watchdog_owner_.find(l.id);

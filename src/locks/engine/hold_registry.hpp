@@ -103,6 +103,18 @@ class hold_registry {
   std::vector<lease::renewal> due_renewals(clock::time_point now) { return scheduler_.due(now); }
   const hold_key* holder_of(lease::lease_id id) const;
   void on_renewal(const lease::renewal& r, lease::renewal_outcome outcome, clock::time_point now);
+  // After a reconnect (the server may have lost them): every watchdog lease to renew at once,
+  // and every explicit-lease hold to check (it is never extended).
+  std::vector<lease::renewal> renew_all(clock::time_point now) { return scheduler_.due_all(now); }
+  struct hold_check {
+    hold_key key;
+    std::string owner_field;
+    std::uint64_t token = 0;  // the answer applies only to this hold, not to a later one
+  };
+  std::vector<hold_check> explicit_holds() const;
+  // A check found `check`'s hold gone: lost (not_held), if it is still the hold checked.
+  void on_check_failed(const hold_check& check, losses& out);
+
   // Holds whose renewal failed for good or whose explicit lease ran out by `now`.
   void take_expired(clock::time_point now, losses& out);
   // When the watchdog must look again (nullopt: no holds need it).

@@ -51,6 +51,32 @@ void lock_engine::start() {
   watchdog_ = std::make_shared<watchdog>(io_, holds_, counters_,
                                          [this](const losses& lost) { fire(lost); });
   core::add_thread_exit_listener(this);
+  // Connection events reach the engine on the I/O thread, where the router's listener lives.
+  io_.post([weak = weak_from_this()] {
+    auto self = weak.lock();
+    if (!self) return;
+    try {
+      self->io_.use([&](route::router& router) {
+        router.set_link_listener([weak](std::uint32_t, bool up) {
+          if (auto engine = weak.lock()) engine->on_link(up);
+        });
+      });
+    } catch (const error&) {
+      // Stopped before the I/O thread ran this: no links to hear of.
+    }
+  });
+}
+
+void lock_engine::on_link(bool up) {
+  if (up) {
+    // Back: the server may have lost every hold (a restart, a failover). Check them all first.
+    watchdog_->recheck_all();
+  } else {
+    // Lost: a waiter would otherwise sleep until its holder's lease end before noticing that the
+    // server is gone. Its attempt now either reaches the server again or fails with the
+    // connection's error (connect_failed, connect_timeout, ...).
+    waiters_.wake_all();
+  }
 }
 
 lock_engine::~lock_engine() {

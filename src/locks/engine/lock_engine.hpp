@@ -93,6 +93,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   lock_engine(asio::io_context& io, route::router& router, const lock_options& settings,
               std::chrono::milliseconds request_timeout);
   void start();  // after construction: parts that need shared_from_this
+  // A command connection became ready (`up`) or was lost; I/O thread.
+  void on_link(bool up);
 
   // One attempt, blocking. Returns what it found.
   attempt_outcome attempt_now(const lock_ref& lock, std::uint64_t owner,

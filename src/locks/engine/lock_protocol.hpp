@@ -82,7 +82,10 @@ class lock_protocol {
   // Renews `targets` (all in one routing group) to `lease`; the reply has one answer per target.
   virtual script_call renew(std::span<const renewal_target> targets,
                             std::chrono::milliseconds lease) const = 0;
-  // Whether target i was renewed; throws errc::protocol_error for a malformed reply.
+  // Checks that `targets` (one routing group) are still held, changing nothing; the reply reads
+  // as a renewal's.
+  virtual script_call check(std::span<const renewal_target> targets) const = 0;
+  // Whether target i was renewed (or is held); throws errc::protocol_error for a malformed reply.
   virtual std::vector<bool> read_renewal(const reply& r, std::size_t targets) const = 0;
 
   // Deletes the lock whoever holds it and wakes its waiters.

@@ -124,4 +124,14 @@ void wait_queues::on_subscribed(const std::string& channel) {
   }
 }
 
+void wait_queues::wake_all() {
+  std::lock_guard guard(mutex_);
+  for (auto& [lock, waiters] : locks_) {
+    for (waiter* w : waiters.queue) {
+      w->wake_up = true;
+      w->wake();
+    }
+  }
+}
+
 }  // namespace dlock::locks

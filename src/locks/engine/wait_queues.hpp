@@ -59,6 +59,10 @@ class wait_queues {
   // subscription when `w` was its last listener: the caller drops it where that is safe.
   subscription leave(const lock_ref& lock, waiter* w, bool give_back);
 
+  // Every waiter of every lock re-checks now (the connection to the server was lost: an attempt
+  // tells at once whether the server is back or unreachable).
+  void wake_all();
+
   void on_message(const std::string& channel);
   void on_subscribed(const std::string& channel);
 

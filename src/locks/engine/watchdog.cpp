@@ -33,7 +33,7 @@ void watchdog::tick() {
     const std::vector<lease::renewal> due = holds_.registry.due_renewals(now);
     if (!due.empty()) {
       try {
-        send_renewals(due);
+        send_renewals(due, false);
       } catch (const error&) {
         return;  // stopped: the client reports the remaining holds
       }
@@ -51,7 +51,77 @@ void watchdog::tick() {
   });
 }
 
-void watchdog::send_renewals(const std::vector<lease::renewal>& due) {
+void watchdog::recheck_all() {
+  if (!timer_) return;
+  {
+    std::lock_guard lock(holds_.mutex);
+    const auto now = clock::now();
+    try {
+      send_renewals(holds_.registry.renew_all(now), true);
+      send_checks(holds_.registry.explicit_holds());
+    } catch (const error&) {
+      return;  // stopped: the client reports the remaining holds
+    }
+  }
+  tick();  // re-arms the timer: the leases just sent are in flight
+}
+
+void watchdog::send_checks(std::vector<hold_registry::hold_check> checks) {
+  // One script per lock type and shard, as renewals.
+  using group_key = std::pair<const lock_protocol*, std::uint32_t>;
+  std::map<group_key, std::vector<hold_registry::hold_check>> groups;
+  io_.use([&](route::router& router) {
+    for (auto& c : checks)
+      groups[{c.key.lock.protocol, router.shard_of(c.key.lock.name)}].push_back(std::move(c));
+  });
+  for (auto& [key, all] : groups) {
+    const lock_protocol& protocol = *key.first;
+    for (std::size_t begin = 0; begin < all.size(); begin += max_renewals_per_script) {
+      const std::size_t end = std::min(all.size(), begin + max_renewals_per_script);
+      std::vector<hold_registry::hold_check> batch(all.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                   all.begin() + static_cast<std::ptrdiff_t>(end));
+      std::vector<renewal_target> targets;
+      targets.reserve(batch.size());
+      for (const auto& c : batch)
+        targets.push_back({c.key.lock.name, c.owner_field});
+      io_.eval(
+          protocol.check(targets),
+          [weak = weak_from_this(), batch, &protocol](std::error_code ec, reply r) mutable {
+            auto self = weak.lock();
+            if (!self) return;
+            try {
+              self->io_.post([weak, batch = std::move(batch), &protocol, ec, r = std::move(r)] {
+                if (auto dog = weak.lock()) dog->on_checked(batch, protocol, ec, r);
+              });
+            } catch (...) {
+              // Stopped: the client reported every hold.
+            }
+          },
+          true);
+    }
+  }
+}
+
+void watchdog::on_checked(const std::vector<hold_registry::hold_check>& batch,
+                          const lock_protocol& protocol, std::error_code ec, const reply& r) {
+  if (ec) return;  // unknown: the explicit lease still ends on time
+  std::vector<bool> held;
+  try {
+    held = protocol.read_renewal(r, batch.size());
+  } catch (const error&) {
+    return;
+  }
+  losses lost;
+  {
+    std::lock_guard lock(holds_.mutex);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (!held[i]) holds_.registry.on_check_failed(batch[i], lost);
+    }
+  }
+  fire_(lost);
+}
+
+void watchdog::send_renewals(const std::vector<lease::renewal>& due, bool urgent) {
   // Group by (lock type, shard): one script touches one shard only.
   using group_key = std::pair<const lock_protocol*, std::uint32_t>;
   std::map<group_key, std::vector<lease::renewal>> groups;
@@ -74,19 +144,21 @@ void watchdog::send_renewals(const std::vector<lease::renewal>& due) {
       for (const auto& r : batch)
         targets.push_back({r.key->name, r.key->owner_field});
       ++counters_.renewal_scripts;
-      io_.eval(protocol.renew(targets, lease), [weak = weak_from_this(), batch, &protocol](
-                                                   std::error_code ec, reply r) mutable {
-        auto self = weak.lock();
-        if (!self) return;
-        // Posted: on a stopped connection this runs at once, under the holds' mutex.
-        try {
-          self->io_.post([weak, batch = std::move(batch), &protocol, ec, r = std::move(r)] {
-            if (auto dog = weak.lock()) dog->on_renewed(batch, protocol, ec, r);
-          });
-        } catch (...) {
-          // Stopped: nobody renews any more.
-        }
-      });
+      io_.eval(
+          protocol.renew(targets, lease),
+          [weak = weak_from_this(), batch, &protocol](std::error_code ec, reply r) mutable {
+            auto self = weak.lock();
+            if (!self) return;
+            // Posted: on a stopped connection this runs at once, under the holds' mutex.
+            try {
+              self->io_.post([weak, batch = std::move(batch), &protocol, ec, r = std::move(r)] {
+                if (auto dog = weak.lock()) dog->on_renewed(batch, protocol, ec, r);
+              });
+            } catch (...) {
+              // Stopped: nobody renews any more.
+            }
+          },
+          urgent);
     }
   }
 }

@@ -41,13 +41,21 @@ class watchdog : public std::enable_shared_from_this<watchdog> {
 
   // A hold needs the watchdog sooner than the timer is set for: run a round on the I/O thread.
   void wake() noexcept;
+  // On the I/O thread, when a command connection is back: the server may have lost every hold
+  // (a restart without persistence, a failover). Renews every watchdog lease and checks every
+  // explicit one in one urgent round, ahead of whatever waited for the link, so a lost hold is
+  // reported about one round trip after the reconnect instead of at its next renewal.
+  void recheck_all();
   // On the I/O thread, when the client stops: drops the timer.
   void stop();
 
  private:
   void tick();
-  // With holds_.mutex held.
-  void send_renewals(const std::vector<lease::renewal>& due);
+  // With holds_.mutex held. `urgent`: ahead of every request not yet written.
+  void send_renewals(const std::vector<lease::renewal>& due, bool urgent);
+  void send_checks(std::vector<hold_registry::hold_check> checks);
+  void on_checked(const std::vector<hold_registry::hold_check>& batch,
+                  const lock_protocol& protocol, std::error_code ec, const reply& r);
   void on_renewed(const std::vector<lease::renewal>& batch, const lock_protocol& protocol,
                   std::error_code ec, const reply& r);
 

@@ -2,6 +2,13 @@
 -- share locks: a hash at the lock name, field "<client id>:<thread id>" -> hold count, PEXPIRE lease.
 -- Beyond Redisson: every first acquisition takes the next fencing token from a counter key.
 --
+-- Tokens must keep increasing even when the server loses the counter (a restart without
+-- persistence, a failover that lost the last writes, the counter's expiry). A missing counter
+-- therefore starts from the server's clock in microseconds: above every token issued before, as
+-- long as the server's clock does not read earlier than when the lost counter started plus one
+-- microsecond per token it handed out (one lock name cannot take a million holds a second). That
+-- is also why the counter may expire: a day after the name's last acquisition.
+--
 -- KEYS[1] the lock hash          ARGV[1] lease in milliseconds
 -- KEYS[2] the fencing counter    ARGV[2] this holder's field
 --                                ARGV[3] how many holds the client knows this holder has
@@ -13,12 +20,24 @@
 -- Returns {1, token}     acquired (first hold): token strictly greater than every earlier one
 --         {2, count}     re-entered: the holder's new hold count
 --         {0, pttl}      held by someone else: milliseconds until its lease ends (-1: no TTL)
+local counter_ttl_ms = 86400000
+
+local function next_token()
+  if redis.call('exists', KEYS[2]) == 0 then
+    local now = redis.call('time')
+    redis.call('set', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+  end
+  local token = redis.call('incr', KEYS[2])
+  redis.call('pexpire', KEYS[2], counter_ttl_ms)
+  return token
+end
+
 local known = tonumber(ARGV[3])
 if redis.call('exists', KEYS[1]) == 0 or
     (known == 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  return {1, redis.call('incr', KEYS[2])}
+  return {1, next_token()}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hset', KEYS[1], ARGV[2], known + 1)

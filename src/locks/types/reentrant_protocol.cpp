@@ -85,6 +85,12 @@ script_call reentrant_protocol::renew(std::span<const renewal_target> targets,
   return call;
 }
 
+script_call reentrant_protocol::check(std::span<const renewal_target> targets) const {
+  script_call call = renew(targets, std::chrono::milliseconds(1));
+  call.args.front() = "0";  // renew_leases.lua: a lease of "0" checks without extending
+  return call;
+}
+
 std::vector<bool> reentrant_protocol::read_renewal(const reply& r, std::size_t targets) const {
   if (!r.is_array() || r.elements.size() != targets) unexpected("renewal", r);
   std::vector<bool> renewed(targets);

@@ -21,6 +21,7 @@ class reentrant_protocol final : public lock_protocol {
   script_call release(const release_request& request) const override;
   script_call renew(std::span<const renewal_target> targets,
                     std::chrono::milliseconds lease) const override;
+  script_call check(std::span<const renewal_target> targets) const override;
   std::vector<bool> read_renewal(const reply& r, std::size_t targets) const override;
   script_call force_release(std::string_view name) const override;
   bool read_force_release(std::string_view name, const reply& r) const override;
