@@ -67,6 +67,10 @@ struct acquire_options {
 // Completion of an asynchronous acquisition: `ec` set on failure (as the errors of lock(), plus
 // errc::cancelled); otherwise `lease` holds the lock, or is empty when the wait ran out.
 using lease_handler = std::function<void(std::error_code ec, lock_lease lease)>;
+// The same, with the failure's detail: the server's or the system's own text (empty on success),
+// as dlock::error::detail() gives it on the throwing paths.
+using detailed_lease_handler =
+    std::function<void(std::error_code ec, const std::string& detail, lock_lease lease)>;
 
 class mutex {
  public:
@@ -138,6 +142,7 @@ class mutex {
   // The future forms deliver the lease (empty: the wait ran out) or throw dlock::error from get(),
   // whose what() and detail() carry the server's or the system's message.
   void async_acquire(const acquire_options& options, lease_handler done);
+  void async_acquire(const acquire_options& options, detailed_lease_handler done);
   std::future<lock_lease> async_acquire(const acquire_options& options);
   void async_lock(lease_handler done) { async_acquire({}, std::move(done)); }
   std::future<lock_lease> async_lock() { return async_acquire({}); }

@@ -98,9 +98,9 @@ TEST(Mutex, ErrorCodeFormsReportInsteadOfThrowing) {
 
   (void)c->command({"SET", name, "not a lock"});
   m.lock(ec);
-  EXPECT_EQ(ec, errc::server_error);
+  EXPECT_EQ(ec, errc::wrong_type);
   EXPECT_FALSE(m.try_lock_for(50ms, ec));
-  EXPECT_EQ(ec, errc::server_error);
+  EXPECT_EQ(ec, errc::wrong_type);
   // The throwing form carries the server's own text, and so does the asynchronous one.
   try {
     m.lock();
@@ -112,9 +112,17 @@ TEST(Mutex, ErrorCodeFormsReportInsteadOfThrowing) {
     (void)m.async_lock().get();
     ADD_FAILURE() << "locked a string key";
   } catch (const error& e) {
-    EXPECT_EQ(e.code(), errc::server_error);
+    EXPECT_EQ(e.code(), errc::wrong_type);
     EXPECT_NE(std::string(e.detail()).find("WRONGTYPE"), std::string::npos) << e.what();
   }
+  // The callback form with the detail.
+  std::promise<std::pair<std::error_code, std::string>> told;
+  m.async_acquire({}, [&](std::error_code failed, const std::string& detail, lock_lease) {
+    told.set_value({failed, detail});
+  });
+  const auto [failed, detail] = told.get_future().get();
+  EXPECT_EQ(failed, errc::wrong_type);
+  EXPECT_NE(detail.find("WRONGTYPE"), std::string::npos) << detail;
 
   c.reset();
   EXPECT_FALSE(m.try_lock(ec));
@@ -466,6 +474,15 @@ TEST(Mutex, StatusShowsHoldersTtlTokenAndWaitingClients) {
     EXPECT_NE(std::string(e.detail()).find("holds a string"), std::string::npos) << e.what();
   }
   EXPECT_EQ(holder.command({"GET", "plain"}).str, "x");
+  // A hash of someone's fields is not a lock either, and is not shown as holders.
+  (void)holder.command({"HSET", "profile", "email", "a@example.com", "visits", "3"});
+  try {
+    (void)holder.get_lock("profile").status();
+    ADD_FAILURE() << "a user's hash was reported as a lock";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::wrong_type);
+    EXPECT_NE(std::string(e.detail()).find("not a lock"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Mutex, MetricsCountAcquisitionsWaitsTimeoutsAndReleases) {

@@ -9,7 +9,17 @@ void engine_io::eval(const script_call& call, net::completion done, bool urgent)
   std::vector<std::string_view> args(call.args.begin(), call.args.end());
   use([&](route::router& router) {
     const auto to = keys.empty() ? route::target::any_master() : route::target::key(keys.front());
-    router.eval(to, *call.code, keys, args, request_timeout_, std::move(done), urgent);
+    // A lock script that meets a key of another type fails with Redis's WRONGTYPE: for a lock
+    // that means "not a lock of this kind", which callers should be able to tell apart.
+    router.eval(
+        to, *call.code, keys, args, request_timeout_,
+        [done = std::move(done)](std::error_code ec, reply r) {
+          if (ec == errc::server_error && r.str.starts_with("WRONGTYPE")) {
+            ec = make_error_code(errc::wrong_type);
+          }
+          if (done) done(ec, std::move(r));
+        },
+        urgent);
   });
 }
 

@@ -65,6 +65,11 @@ void mutex::async_acquire(const acquire_options& options, lease_handler done) {
       });
 }
 
+void mutex::async_acquire(const acquire_options& options, detailed_lease_handler done) {
+  if (!done) throw error(errc::invalid_argument, "an asynchronous acquisition needs a handler");
+  state_->engine->async_acquire(state_->lock, options, std::move(done));
+}
+
 std::future<lock_lease> mutex::async_acquire(const acquire_options& options) {
   auto promise = std::make_shared<std::promise<lock_lease>>();
   auto future = promise->get_future();

@@ -133,20 +133,35 @@ lock_status reentrant_protocol::read_status(std::string_view name, const reply& 
     unexpected("status", r);
   }
   const std::string& type = r.elements[0].str;
-  if (type != "none" && type != "hash") {
-    throw error(errc::wrong_type, "the key '" + printable_name(name) + "' holds a " + type +
-                                      ", not a reentrant lock (a hash)");
-  }
+  const auto not_a_lock = [&](const std::string& what) {
+    return error(errc::wrong_type,
+                 "the key '" + printable_name(name) + "' holds " + what + ", not a reentrant lock");
+  };
+  if (type != "none" && type != "hash") throw not_a_lock("a " + type);
   lock_status s;
   s.locked = type == "hash";
   s.remaining_ttl = std::chrono::milliseconds(r.elements[1].integer);
   try {
     s.last_fencing_token = std::stoull(r.elements[2].str);
-    const auto& fields = r.elements[3].elements;
-    for (std::size_t i = 0; i + 1 < fields.size(); i += 2)
-      s.holders.push_back({fields[i].str, std::stoull(fields[i + 1].str)});
   } catch (const std::logic_error&) {  // stoull: not a number, or out of range
-    throw error(errc::protocol_error, "a lock's counts are not numbers: " + to_string(r));
+    throw error(errc::protocol_error, "the fencing counter is not a number: " + to_string(r));
+  }
+  // A lock's fields are "<client id>:<holder number>" -> a positive hold count (as
+  // force_unlock.lua checks); anything else is someone's data.
+  const auto& fields = r.elements[3].elements;
+  for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+    const std::string& field = fields[i].str;
+    const std::string& count = fields[i + 1].str;
+    const std::size_t colon = field.rfind(':');
+    const bool field_ok = colon != std::string::npos && colon > 0 && colon + 1 < field.size() &&
+                          field.find_first_not_of("0123456789", colon + 1) == std::string::npos;
+    const bool count_ok = !count.empty() && count.size() <= 19 &&
+                          count.find_first_not_of("0123456789") == std::string::npos &&
+                          std::stoull(count) > 0;
+    if (!field_ok || !count_ok) {
+      throw not_a_lock("a hash that is not a lock (field '" + printable_name(field) + "')");
+    }
+    s.holders.push_back({field, std::stoull(count)});
   }
   return s;
 }
