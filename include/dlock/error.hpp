@@ -29,6 +29,7 @@ enum class errc {
   cancelled,             // the caller gave up an asynchronous acquisition (its stop_token)
   would_deadlock,        // a blocking call on the client's own I/O thread (from a callback)
   wrong_type,            // the key holds something that is not a lock of the kind asked for
+  forked,                // a client made before fork(), used in the child process
 };
 
 // The category of `errc`; its name() is "dlock".

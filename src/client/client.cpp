@@ -4,6 +4,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/process.hpp"
 #include "locks/engine/lock_engine.hpp"
 #include "locks/handles/handle_state.hpp"
 #include "locks/names.hpp"
@@ -86,6 +87,7 @@ struct client::impl {
   }
 
   // Declaration order is destruction order in reverse: connections reference options and io.
+  const std::uint64_t made_in = core::fork_generation();
   client_options options;
   std::shared_ptr<asio::ssl::context> tls_context;
   asio::io_context io{1};
@@ -104,10 +106,15 @@ client::client(client_options options) {
   if (options.unix_path.empty() && options.host.empty()) {
     throw error(errc::invalid_argument, "no host and no unix socket path");
   }
+  core::watch_forks();
   impl_ = std::make_unique<impl>(std::move(options));
 }
 
-client::~client() = default;
+client::~client() {
+  // In a child forked after the client was made, its I/O thread does not exist (joining it would
+  // hang), mutexes may be held for ever, and the sockets are the parent's: leave it all alone.
+  if (impl_ && impl_->made_in != core::fork_generation()) (void)impl_.release();
+}
 
 const client_options& client::options() const noexcept {
   return impl_->options;
@@ -123,6 +130,7 @@ reply client::command(const std::vector<std::string>& args) {
 }
 
 reply client::command(std::span<const std::string_view> args) {
+  core::check_same_process(impl_->made_in);
   check_command(args);
   impl_->check_not_io_thread();
   net::sync_call call;
@@ -131,6 +139,7 @@ reply client::command(std::span<const std::string_view> args) {
 }
 
 void client::async_command(std::span<const std::string_view> args, reply_handler done) {
+  core::check_same_process(impl_->made_in);
   check_command(args);
   impl_->router.send(target_of(args), args, std::move(done), impl_->options.request_timeout);
 }
@@ -158,6 +167,7 @@ reply client::eval(const script& s, std::initializer_list<std::string_view> keys
 
 reply client::eval(const script& s, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args) {
+  core::check_same_process(impl_->made_in);
   impl_->check_not_io_thread();
   net::sync_call call;
   async_eval(s, keys, args, call.handler());
@@ -166,6 +176,7 @@ reply client::eval(const script& s, std::span<const std::string_view> keys,
 
 void client::async_eval(const script& s, std::span<const std::string_view> keys,
                         std::span<const std::string_view> args, reply_handler done) {
+  core::check_same_process(impl_->made_in);
   const auto to = keys.empty() ? route::target::any_master() : route::target::key(keys.front());
   impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, std::move(done));
 }
@@ -175,6 +186,7 @@ dlock::lock_metrics client::lock_metrics() const noexcept {
 }
 
 mutex client::get_lock(std::string name) {
+  core::check_same_process(impl_->made_in);
   locks::validate_lock_name(name);
   return mutex(
       std::make_shared<mutex::impl>(impl_->locks, locks::lock_ref{&reentrant(), std::move(name)}));
@@ -183,6 +195,7 @@ mutex client::get_lock(std::string name) {
 subscription client::subscribe(std::string channel,
                                std::function<void(std::string_view)> on_message,
                                std::function<void()> on_subscribed) {
+  core::check_same_process(impl_->made_in);
   if (channel.empty()) throw error(errc::invalid_argument, "empty channel name");
   pubsub::subscriber& sub = impl_->router.subscriber_for(channel);
   const std::uint64_t id =

@@ -39,6 +39,8 @@ class dlock_category final : public std::error_category {
         return "would deadlock";
       case errc::wrong_type:
         return "wrong type";
+      case errc::forked:
+        return "client used after fork()";
     }
     return "unknown dlock error " + std::to_string(value);
   }

@@ -1,5 +1,7 @@
 #include "pubsub/subscriber.hpp"
 
+#include "core/process.hpp"
+
 namespace dlock::pubsub {
 
 subscriber::subscriber(asio::io_context& io, const client_options& options,
@@ -150,15 +152,19 @@ void subscriber::on_push(reply message) {
 
 subscription make_subscription(subscriber& sub, std::uint64_t id) {
   // The token's deleter removes the listener; it keeps the subscriber alive until then.
-  return subscription(std::shared_ptr<void>(static_cast<void*>(&sub),
-                                            [owner = sub.shared_from_this(), id](void*) noexcept {
-                                              try {
-                                                owner->remove(id);
-                                              } catch (...) {
-                                                // remove() only allocates: out of memory here
-                                                // must not escape a destructor.
-                                              }
-                                            }));
+  return subscription(std::shared_ptr<void>(
+      static_cast<void*>(&sub),
+      [owner = sub.shared_from_this(), id, made_in = core::fork_generation()](void*) noexcept {
+        // A forked child must not touch the parent's
+        // connection (see core/process.hpp).
+        if (made_in != core::fork_generation()) return;
+        try {
+          owner->remove(id);
+        } catch (...) {
+          // remove() only allocates: out of memory here
+          // must not escape a destructor.
+        }
+      }));
 }
 
 }  // namespace dlock::pubsub

@@ -1,6 +1,8 @@
 // dlock::mutex against a real redis-server: ownership, reentrancy, waiting without polling,
 // the watchdog, loss notification and fencing tokens.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -127,6 +129,59 @@ TEST(Mutex, ErrorCodeFormsReportInsteadOfThrowing) {
   c.reset();
   EXPECT_FALSE(m.try_lock(ec));
   EXPECT_EQ(ec, errc::client_stopped);
+}
+
+// fork() copies a client but not its I/O thread. Every call of the inherited client (and of its
+// handles) fails at once with errc::forked, the child holds none of the parent's locks, destroying
+// the copy returns, and a new client in the child works. (Milestone 1: every call hung.)
+TEST(Mutex, AForkedChildRefusesItsInheritedClientAndCanMakeItsOwn) {
+  redis_server server;
+  auto c = std::make_unique<client>(server.url());
+  mutex m = c->get_lock(unique_key("m"));
+  m.lock();
+  const pid_t child = fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    // The child: no gtest here; each failed check sets a bit of the exit status.
+    int failures = 0;
+    const auto refused = [](auto&& call) {
+      try {
+        call();
+      } catch (const error& e) {
+        return e.code() == errc::forked;
+      } catch (...) {
+      }
+      return false;
+    };
+    if (m.is_held_by_current_thread() || m.hold_count() != 0) failures |= 1;
+    if (!refused([&] { (void)m.try_lock(); })) failures |= 2;
+    if (!refused([&] { (void)c->command({"PING"}); })) failures |= 4;
+    if (m.unlock_checked() != errc::forked) failures |= 8;
+    c.reset();  // must return
+    try {
+      client fresh{server.url()};
+      mutex mine = fresh.get_lock(unique_key("child"));
+      if (!mine.try_lock()) failures |= 16;
+      mine.unlock();
+    } catch (...) {
+      failures |= 32;
+    }
+    std::_Exit(failures);
+  }
+  int status = 0;
+  const bool ended =
+      test::eventually([&] { return waitpid(child, &status, WNOHANG) == child; }, 10s);
+  if (!ended) {
+    ::kill(child, SIGKILL);
+    (void)waitpid(child, &status, 0);
+  }
+  ASSERT_TRUE(ended) << "the child hung";
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "failed checks (bits): " << WEXITSTATUS(status);
+  // The parent is untouched: it still holds the lock and its client works.
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  EXPECT_EQ(c->command({"PING"}).str, "PONG");
+  m.unlock();
 }
 
 // Code written against the milestone-1 API still compiles and behaves the same (deprecated forms).

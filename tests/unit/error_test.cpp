@@ -8,14 +8,14 @@ namespace {
 
 TEST(Errors, EveryCodeHasItsOwnMessageInTheDlockCategory) {
   std::set<std::string> messages;
-  for (int v = static_cast<int>(errc::invalid_argument); v <= static_cast<int>(errc::wrong_type);
+  for (int v = static_cast<int>(errc::invalid_argument); v <= static_cast<int>(errc::forked);
        ++v) {
     const std::error_code ec = static_cast<errc>(v);
     EXPECT_STREQ(ec.category().name(), "dlock");
     EXPECT_EQ(ec.message().find("unknown"), std::string::npos) << v;
     messages.insert(ec.message());
   }
-  EXPECT_EQ(messages.size(), static_cast<std::size_t>(errc::wrong_type));
+  EXPECT_EQ(messages.size(), static_cast<std::size_t>(errc::forked));
 }
 
 TEST(Errors, ErrorCarriesCodeAndReadableDetail) {

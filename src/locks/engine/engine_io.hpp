@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "core/process.hpp"
 #include "dlock/error.hpp"
 #include "dlock/subscription.hpp"
 #include "locks/engine/lock_protocol.hpp"
@@ -25,9 +26,11 @@ class engine_io {
   engine_io(asio::io_context& io, route::router& router, std::chrono::milliseconds request_timeout)
       : io_(io), router_(router), request_timeout_(request_timeout) {}
 
-  // Runs `f(router)` unless stopped (then throws errc::client_stopped).
+  // Runs `f(router)` unless stopped (then throws errc::client_stopped) or in a forked child
+  // (errc::forked, before any lock is taken: one may have been held at the fork).
   template <typename F>
   auto use(F&& f) {
+    core::check_same_process(generation_);
     std::shared_lock lifetime(lifetime_);
     if (stopped_) throw error(errc::client_stopped, "the client of this lock was destroyed");
     return f(router_);
@@ -46,6 +49,11 @@ class engine_io {
   void check_not_io_thread() const;
   bool on_io_thread() const noexcept { return std::this_thread::get_id() == io_thread_.load(); }
 
+  // Whether this is a child forked after the client was made (see core/process.hpp): then
+  // nothing may be locked, sent or waited for.
+  bool forked() const noexcept { return generation_ != core::fork_generation(); }
+  void check_same_process() const { core::check_same_process(generation_); }
+
   // From now on every use() throws. Waits for uses in progress.
   void stop();
   bool stopped();
@@ -54,6 +62,7 @@ class engine_io {
   asio::io_context& io_;
   route::router& router_;
   const std::chrono::milliseconds request_timeout_;
+  const std::uint64_t generation_ = core::fork_generation();
   std::atomic<std::thread::id> io_thread_{};
   std::shared_mutex lifetime_;
   bool stopped_ = false;  // guarded by lifetime_

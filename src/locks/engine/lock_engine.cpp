@@ -158,6 +158,7 @@ attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t own
 
 bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milliseconds* lease,
                           clock::time_point deadline) {
+  io_.check_same_process();
   check_lease(lease);
   io_.check_not_io_thread();
   std::optional<std::int64_t> queued;
@@ -192,6 +193,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
 
 void lock_engine::async_acquire(const lock_ref& lock, const acquire_options& options,
                                 lease_completion done) {
+  io_.check_same_process();
   if (!done) throw error(errc::invalid_argument, "an asynchronous acquisition needs a handler");
   check_lease(options.lease ? &*options.lease : nullptr);
   constexpr auto forever = std::chrono::hours(24 * 365 * 100);  // and cannot overflow
@@ -231,6 +233,7 @@ lock_lease lock_engine::make_lease(const lock_ref& lock, std::uint64_t owner) {
 // --- releasing ---------------------------------------------------------------------------------
 
 std::error_code lock_engine::release(const lock_ref& lock, std::uint64_t owner) noexcept {
+  if (io_.forked()) return make_error_code(errc::forked);  // the parent's holds are its own
   try {
     std::error_code result;
     std::lock_guard guard(holds_.mutex);
@@ -247,6 +250,7 @@ std::error_code lock_engine::release(const lock_ref& lock, std::uint64_t owner) 
 }
 
 void lock_engine::release_orphan(const hold_key& key) noexcept {
+  if (io_.forked()) return;
   try {
     std::lock_guard guard(holds_.mutex);
     if (auto request = holds_.registry.orphan_release(key)) {
@@ -331,21 +335,25 @@ bool lock_engine::exists(const std::string& name) {
 }
 
 std::uint64_t lock_engine::hold_count(const lock_ref& lock, std::uint64_t owner) const noexcept {
+  if (io_.forked()) return 0;  // a child holds none of its parent's locks
   std::lock_guard guard(const_cast<std::mutex&>(holds_.mutex));
   return holds_.registry.count({lock, owner});
 }
 
 std::uint64_t lock_engine::fencing_token(const lock_ref& lock, std::uint64_t owner) const noexcept {
+  if (io_.forked()) return 0;  // a child holds none of its parent's locks
   std::lock_guard guard(const_cast<std::mutex&>(holds_.mutex));
   return holds_.registry.token({lock, owner});
 }
 
 std::stop_token lock_engine::stop_token(const lock_ref& lock, std::uint64_t owner) const noexcept {
+  if (io_.forked()) return {};  // a child holds none of its parent's locks
   std::lock_guard guard(const_cast<std::mutex&>(holds_.mutex));
   return holds_.registry.stop_token({lock, owner});
 }
 
 void lock_engine::on_thread_exit(std::uint64_t thread_key) noexcept {
+  if (io_.forked()) return;
   // A thread that ended cannot unlock: stop renewing its holds and let their leases run out.
   // Copies of their stop tokens (handed to other threads) hear that the holds are gone.
   losses lost;
