@@ -184,6 +184,117 @@ TEST(Mutex, AForkedChildRefusesItsInheritedClientAndCanMakeItsOwn) {
   m.unlock();
 }
 
+// `q` and `{q}` announce their releases on one channel (Redisson's naming), but each has its own
+// waiters: a waiter of one never makes an acquisition of the other wait, and an unlock of one
+// wakes its own waiter. (Milestone 1 kept one queue per channel: the free lock waited 5 s.)
+TEST(Mutex, LocksSharingAWakeChannelKeepTheirOwnWaiters) {
+  redis_server server;
+  client holder{server.url()};
+  client c{server.url()};
+  const std::string plain = unique_key("q"), braced = "{" + plain + "}";
+  mutex held_braced = holder.get_lock(braced);
+  held_braced.lock();
+  auto braced_waiter = std::async(std::launch::async, [&] {
+    mutex m = c.get_lock(braced);
+    const bool ok = m.try_lock_for(10s);
+    if (ok) m.unlock();
+    return ok;
+  });
+  ASSERT_TRUE(test::eventually([&] { return held_braced.status().subscribers == 1; }));
+
+  // The free lock `q` is taken at once although this client waits on the shared channel.
+  mutex free_lock = c.get_lock(plain);
+  const auto asked_at = steady_clock::now();
+  ASSERT_TRUE(free_lock.try_lock_for(5s));
+  EXPECT_LT(steady_clock::now() - asked_at, timing_slack) << "queued behind another lock's waiter";
+  free_lock.unlock();
+
+  // An unlock of `q` wakes q's waiter, not {q}'s.
+  mutex held_plain = holder.get_lock(plain);
+  held_plain.lock();
+  auto plain_waiter = std::async(std::launch::async, [&] {
+    mutex m = c.get_lock(plain);
+    const bool ok = m.try_lock_for(10s);
+    const auto at = steady_clock::now();
+    if (ok) m.unlock();
+    return std::make_pair(ok, at);
+  });
+  // Both waiters queue on the one subscription; give the second one time to join the queue.
+  ASSERT_TRUE(test::eventually(
+      [&] { return c.lock_metrics().waited >= 2 && held_plain.status().subscribers == 1; }));
+  const auto unlocked_at = steady_clock::now();
+  held_plain.unlock();
+  ASSERT_EQ(plain_waiter.wait_for(5s), std::future_status::ready) << "q's waiter never woke";
+  const auto [ok, at] = plain_waiter.get();
+  EXPECT_TRUE(ok);
+  EXPECT_LT(at - unlocked_at, timing_slack);
+  EXPECT_EQ(braced_waiter.wait_for(0ms), std::future_status::timeout) << "{q} was not free";
+  held_braced.unlock();
+  EXPECT_TRUE(braced_waiter.get());
+}
+
+// Durations at the ends of their types reach no undefined arithmetic (the sanitizer build runs
+// this): waits saturate to "for ever", leases beyond max_lock_lease are refused up front.
+TEST(Mutex, ExtremeDurationsSaturateOrAreRefused) {
+  redis_server server;
+  client c{server.url()};
+  mutex m = c.get_lock(unique_key("m"));
+  EXPECT_TRUE(m.try_lock_for(std::chrono::nanoseconds::max()));
+  m.unlock();
+  EXPECT_TRUE(m.try_lock_for(std::chrono::hours::max()));
+  m.unlock();
+  EXPECT_TRUE(m.try_lock_for(std::chrono::nanoseconds::min()));  // one attempt
+  m.unlock();
+  EXPECT_TRUE(m.try_lock_until(steady_clock::time_point::max()));
+  m.unlock();
+  EXPECT_TRUE(m.try_lock_until(std::chrono::system_clock::time_point::max()));
+  m.unlock();
+  EXPECT_TRUE(m.try_lock_until(steady_clock::time_point::min()));
+  m.unlock();
+  EXPECT_TRUE(m.try_lock_for(1ms, lease_time(max_lock_lease)));
+  EXPECT_GT(m.remaining_lease().value_or(0ms), max_lock_lease - 1min);
+  m.unlock();
+  try {
+    (void)m.try_lock_for(10ms, lease_time(std::chrono::hours(24 * 365 * 1000)));
+    ADD_FAILURE() << "a lease of 1,000 years was taken";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find(std::to_string(max_lock_lease.count())), std::string::npos)
+        << "the message should name the limit: " << e.what();
+  }
+  auto f = m.async_acquire({.wait = std::chrono::milliseconds::max()});
+  lock_lease lease = f.get();
+  EXPECT_TRUE(lease.owns_lock());
+  EXPECT_THROW((void)m.async_acquire({.lease = std::chrono::milliseconds::max()}), error);
+  EXPECT_FALSE(m.is_held_by_current_thread());
+}
+
+// A name over the limit is named by its start and length, not echoed whole.
+TEST(Mutex, HugeNamesAreCutInMessages) {
+  redis_server server;
+  client c{server.url()};
+  const std::string huge(70000, 'n');
+  try {
+    (void)c.get_lock(huge);
+    ADD_FAILURE() << "a 70,000-byte name was accepted";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_LT(std::string(e.what()).size(), 300u);
+    EXPECT_NE(std::string(e.what()).find("70000"), std::string::npos) << e.what();
+  }
+  // Within the limit, a name that reaches an error message is cut there too.
+  const std::string long_name(60000, 'k');
+  (void)c.command({"SET", long_name, "data"});
+  try {
+    (void)c.get_lock(long_name).force_unlock();
+    ADD_FAILURE() << "a string key was deleted";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::wrong_type);
+    EXPECT_LT(std::string(e.what()).size(), 400u);
+    EXPECT_NE(std::string(e.what()).find("60000 bytes"), std::string::npos) << e.what();
+  }
+}
+
 // Code written against the milestone-1 API still compiles and behaves the same (deprecated forms).
 TEST(Mutex, MilestoneOneFormsStillWork) {
   redis_server server;
