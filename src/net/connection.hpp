@@ -121,10 +121,9 @@ class connection : public std::enable_shared_from_this<connection> {
   clock::time_point armed_deadline_ = clock::time_point::max();
 
   // I/O thread only.
-  std::uint64_t generation_ = 0;
+  std::uint64_t generation_ = 0;      // bumps on every new link; stale callbacks compare and leave
   bool connecting_ = false;           // an attempt is under way
-  clock::time_point last_attempt_{};  // when the last attempt began  // bumps on every new link;
-                                      // stale callbacks compare and leave
+  clock::time_point last_attempt_{};  // when the last attempt began
   std::shared_ptr<transport> transport_;
   resp::parser parser_;
   std::vector<char> read_buffer_;

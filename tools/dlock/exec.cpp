@@ -67,8 +67,9 @@ sigset_t make_sigset(std::initializer_list<int> signals) {
 }
 
 // The descriptors open now. Taken first thing, it is the set dlock inherited, which the command
-// inherits too; descriptors dlock opens later (its Redis sockets are not close-on-exec) must not
-// leak into the command, where they would keep dlock's connections open after dlock is gone.
+// inherits too; descriptors dlock opens later must not leak into the command, where they would
+// keep dlock's connections open after dlock is gone. (The library's Redis sockets are close-on-exec
+// already; this also covers whatever else dlock or a library it uses may open.)
 std::set<int> open_descriptors() {
   std::set<int> fds;
   DIR* dir = ::opendir("/proc/self/fd");
