@@ -103,7 +103,7 @@ TEST_F(LockScriptsTest, FirstAcquisitionStoresTheRedissonLayoutAndTakesAToken) {
   EXPECT_EQ(c.command({"HLEN", name}).integer, 1);  // nothing else in the hash
   EXPECT_GT(pttl(), 30000 - ttl_slack_ms);
   EXPECT_EQ(c.command({"GET", fence}).str, std::to_string(token));
-  // The counter expires a day after the name's last acquisition instead of living forever.
+  // The counter expires a day after it started instead of living forever.
   const std::int64_t counter_ttl = c.command({"PTTL", fence}).integer;
   EXPECT_GT(counter_ttl, 86400000 - ttl_slack_ms);
   EXPECT_LE(counter_ttl, 86400000);

@@ -7,7 +7,7 @@
 -- therefore starts from the server's clock in microseconds: above every token issued before, as
 -- long as the server's clock does not read earlier than when the lost counter started plus one
 -- microsecond per token it handed out (one lock name cannot take a million holds a second). That
--- is also why the counter may expire: a day after the name's last acquisition.
+-- is also why the counter may expire: a day after it was created.
 --
 -- KEYS[1] the lock hash          ARGV[1] lease in milliseconds
 -- KEYS[2] the fencing counter    ARGV[2] this holder's field
@@ -22,13 +22,16 @@
 --         {0, pttl}      held by someone else: milliseconds until its lease ends (-1: no TTL)
 local counter_ttl_ms = 86400000
 
+-- One INCR on the common path. A counter INCR just created (1) starts from the clock instead,
+-- and expires counter_ttl_ms later (INCR keeps a TTL; restarting from the clock then is safe).
 local function next_token()
-  if redis.call('exists', KEYS[2]) == 0 then
-    local now = redis.call('time')
-    redis.call('set', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
-  end
   local token = redis.call('incr', KEYS[2])
-  redis.call('pexpire', KEYS[2], counter_ttl_ms)
+  if token == 1 then
+    local now = redis.call('time')
+    local start = now[1] .. string.format('%06d', tonumber(now[2]))
+    redis.call('set', KEYS[2], start, 'px', counter_ttl_ms)
+    token = tonumber(start)  -- below 2^53: exact as a Lua number
+  end
   return token
 end
 
