@@ -135,6 +135,13 @@ TEST(Mutex, ErrorCodeFormsReportInsteadOfThrowing) {
 // handles) fails at once with errc::forked, the child holds none of the parent's locks, destroying
 // the copy returns, and a new client in the child works. (Milestone 1: every call hung.)
 TEST(Mutex, AForkedChildRefusesItsInheritedClientAndCanMakeItsOwn) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot start threads in the child of a threaded process";
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  GTEST_SKIP() << "ThreadSanitizer cannot start threads in the child of a threaded process";
+#endif
+#endif
   redis_server server;
   auto c = std::make_unique<client>(server.url());
   mutex m = c->get_lock(unique_key("m"));
