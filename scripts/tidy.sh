@@ -11,8 +11,8 @@
 #
 # A changed header is checked through the translation units that include it, directly or through
 # other headers: clang-tidy reports warnings in the project's headers while it checks a .cpp file.
-# --all takes about 6.5 minutes on a shared 2-core machine (38 translation units; Asio makes each
-# one heavy), which is why CI checks only what changed.
+# --all took 4.8 minutes (240 s of CPU) on a shared 2-core machine: 38 translation units, each
+# one heavy with Asio. That is why CI checks only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
