@@ -408,6 +408,28 @@ TEST(AcquisitionMachine, AMaxDeadlineNeverTimesOut) {
   expect_finish(m.on_acquired(false), verdict::acquired);
 }
 
+// BUG (src/locks/engine/acquisition_machine.cpp, wait()): `milliseconds(ttl_ms + 1)` is compared
+// with and added to nanosecond durations, so a holder TTL over ~292 years (2^63 ns; Redis accepts
+// PEXPIRE 10000000000000 and PTTL then reports it) overflows int64: undefined behaviour (UBSan:
+// "signed integer overflow: 10000000000001 * 1000000"). In practice wake_at wraps to a time far in
+// the past, the timer fires at once and the waiter re-attempts in a hot loop until its deadline,
+// forever with time_point::max(). Expected: such a TTL caps at the deadline like any long one.
+TEST(AcquisitionMachine, DISABLED_AHolderTtlBeyondTheClocksRangeSleepsUntilTheDeadline) {
+  constexpr std::int64_t ttl_317_years = 10'000'000'000'000;
+  machine m = attempting(at(10000));
+  const action a = m.on_held(at(100), ttl_317_years, false, false);
+  ASSERT_EQ(a.what, kind::wait);
+  EXPECT_EQ(a.wake_at, at(10000));
+
+  machine forever = attempting(never);
+  const action b = forever.on_held(at(100), ttl_317_years, false, false);
+  ASSERT_EQ(b.what, kind::wait);
+  EXPECT_GT(b.wake_at, at(100));  // not in the past: no attempt loop
+
+  machine queued(at(10000));  // the same arithmetic when queueing behind earlier waiters
+  EXPECT_EQ(queued.start(at(100), ttl_317_years).wake_at, at(10000));
+}
+
 TEST(AcquisitionMachine, AMaxDeadlineStartsBehindEarlierWaiters) {
   machine m(never);
   const action a = m.start(at(100), 500);
