@@ -1,0 +1,176 @@
+// The fault suite's checker (fault_records.hpp) on made-up records: every verdict it can give,
+// so that a passing suite means the checker looked, not that it cannot fail.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fault_records.hpp"
+
+namespace dlock::fault {
+namespace {
+
+hold make_hold(int worker, std::int64_t acquired, std::int64_t released, std::uint64_t token,
+               int write = 1, std::int64_t lost = 0) {
+  hold h;
+  h.worker = worker;
+  h.acquired = acquired;
+  h.released = released;
+  h.token = token;
+  h.write = write;
+  h.lost = lost;
+  return h;
+}
+
+TEST(FaultChecker, DisjointHoldsInTokenOrderPass) {
+  const std::vector<hold> holds = {make_hold(0, 10, 20, 1), make_hold(1, 21, 30, 2),
+                                   make_hold(0, 31, 40, 3)};
+  const std::vector<accepted_write> accepted = {{1, 0, 10}, {2, 1, 21}, {3, 0, 31}};
+  const check_result r = check(holds, accepted, {}, 0);
+  EXPECT_EQ(r.acquisitions, 3U);
+  EXPECT_EQ(r.overlaps, 0U);
+  EXPECT_EQ(r.writes_accepted, 3U);
+  EXPECT_FALSE(r.violation());
+}
+
+TEST(FaultChecker, OverlapNobodyWasToldOfIsAViolation) {
+  const std::vector<hold> holds = {make_hold(0, 10, 30, 1), make_hold(1, 20, 40, 2)};
+  const check_result r = check(holds, {{1, 0, 10}, {2, 1, 20}}, {}, 0);
+  EXPECT_EQ(r.overlaps, 1U);
+  EXPECT_EQ(r.overlaps_unreported, 1U);
+  EXPECT_EQ(r.max_overlap_ns, 10);
+  EXPECT_TRUE(r.violation());
+  ASSERT_FALSE(r.examples.empty());
+}
+
+TEST(FaultChecker, HoldsThatTouchDoNotOverlap) {
+  const check_result r =
+      check({make_hold(0, 10, 20, 1), make_hold(1, 20, 30, 2)}, {{1, 0, 10}, {2, 1, 20}}, {}, 0);
+  EXPECT_EQ(r.overlaps, 0U);
+}
+
+TEST(FaultChecker, HolderToldOfItsLossBeforeTheNextHoldDoesNotOverlap) {
+  // Worker 0 was told at 15 and went on to release at 30: it believed its hold until 15.
+  const check_result r =
+      check({make_hold(0, 10, 30, 1, 0, 15), make_hold(1, 20, 40, 2)}, {{2, 1, 20}}, {}, 0);
+  EXPECT_EQ(r.overlaps, 0U);
+  EXPECT_EQ(r.holds_lost, 1U);
+  EXPECT_EQ(r.writes_refused, 1U);
+  EXPECT_FALSE(r.violation());
+}
+
+TEST(FaultChecker, HolderToldLateCountsAsReportedNotAViolation) {
+  // Paused: told of its loss at 25, after the next hold began at 20.
+  const check_result r =
+      check({make_hold(0, 10, 30, 1, 0, 25), make_hold(1, 20, 40, 2)}, {{2, 1, 20}}, {}, 0);
+  EXPECT_EQ(r.overlaps, 1U);
+  EXPECT_EQ(r.overlaps_reported, 1U);
+  EXPECT_EQ(r.overlaps_unreported, 0U);
+  EXPECT_EQ(r.max_told_late_ns, 5);
+  EXPECT_FALSE(r.violation());
+  // No fault explains it...
+  EXPECT_EQ(r.overlaps_reported_unexplained, 1U);
+  // ... unless worker 0 was stopped meanwhile; a pause of another worker explains nothing.
+  fault_event pause;
+  pause.kind = "pause";
+  pause.worker = 1;
+  pause.start = 12;
+  pause.end = 24;
+  const std::vector<hold> holds = {make_hold(0, 10, 30, 1, 0, 25), make_hold(1, 20, 40, 2)};
+  EXPECT_EQ(check(holds, {}, {pause}, 0).overlaps_reported_unexplained, 1U);
+  pause.worker = 0;
+  EXPECT_EQ(check(holds, {}, {pause}, 0).overlaps_reported_unexplained, 0U);
+}
+
+TEST(FaultChecker, LaterHolderToldOfItsLossCountsAsReported) {
+  // Worker 1 took the lock on the server at 5, was stopped before it recorded the time, and
+  // recorded 20 after it resumed; it was told at 22.
+  hold paused = make_hold(1, 20, 40, 1, 0, 22);
+  paused.previous = 4;
+  const std::vector<hold> holds = {make_hold(0, 10, 30, 2), paused};
+  const check_result r = check(holds, {{2, 0, 10}}, {}, 0);
+  EXPECT_EQ(r.overlaps_reported, 1U);
+  EXPECT_EQ(r.overlaps_unreported, 0U);
+  EXPECT_EQ(r.overlaps_reported_unexplained, 1U);
+  fault_event pause;
+  pause.kind = "pause";
+  pause.worker = 1;
+  pause.start = 6;
+  pause.end = 19;
+  EXPECT_EQ(check(holds, {}, {pause}, 0).overlaps_reported_unexplained, 0U);
+}
+
+TEST(FaultChecker, UnreportedOverlapAfterAForgettingRestartIsExpected) {
+  const std::vector<hold> holds = {make_hold(0, 10, 30, 1), make_hold(1, 20, 40, 2)};
+  fault_event restart;
+  restart.kind = "restart";
+  restart.start = 15;
+  restart.end = 18;
+  restart.forgets = true;
+  EXPECT_EQ(check(holds, {}, {restart}, 0).overlaps_forgotten, 1U);
+  EXPECT_FALSE(check(holds, {}, {restart}, 0).violation());
+  // A restart that keeps every acknowledged write (appendfsync always) explains nothing.
+  restart.forgets = false;
+  EXPECT_EQ(check(holds, {}, {restart}, 0).overlaps_unreported, 1U);
+  // Nor does one outside the two acquisitions.
+  restart.forgets = true;
+  restart.start = 25;
+  EXPECT_EQ(check(holds, {}, {restart}, 0).overlaps_unreported, 1U);
+}
+
+TEST(FaultChecker, AcceptedWritesOutOfTokenOrderAreAViolation) {
+  const std::vector<hold> holds = {make_hold(0, 10, 20, 1), make_hold(1, 21, 30, 2)};
+  const check_result r = check(holds, {{2, 1, 21}, {1, 0, 10}}, {}, 0);
+  EXPECT_EQ(r.fenced_out_of_order, 1U);
+  EXPECT_TRUE(r.violation());
+  // A repeated token is out of order too: the resource accepts only higher ones.
+  EXPECT_EQ(check(holds, {{1, 0, 10}, {1, 0, 10}}, {}, 0).fenced_out_of_order, 1U);
+}
+
+TEST(FaultChecker, AcceptedWriteOfNoRecordedHoldIsAViolation) {
+  const check_result r = check({make_hold(0, 10, 20, 1)}, {{1, 0, 10}, {7, 3, 50}}, {}, 0);
+  EXPECT_EQ(r.accepted_unknown, 1U);
+  EXPECT_TRUE(r.violation());
+}
+
+TEST(FaultChecker, ReadsRecordFilesAndEndsAKilledHoldAtTheKill) {
+  const std::string path = testing::TempDir() + "fault-records-" + std::to_string(::getpid());
+  {
+    std::ofstream out(path);
+    out << "W 0 0 123 abc\n"
+        << "A 100 5\n"
+        << "R 100 200 0 5 1 0\n"
+        << "E 250 connection lost\n"
+        << "A 300 6\n"
+        << "R 300 400 350 6 0 12\n"
+        << "A 500 7\n";  // killed while holding
+  }
+  std::vector<hold> holds;
+  std::uint64_t errors = 0;
+  ASSERT_TRUE(read_worker_file({0, 0, 600, path}, holds, errors));
+  std::filesystem::remove(path);
+  ASSERT_EQ(holds.size(), 3U);
+  EXPECT_EQ(errors, 1U);
+  EXPECT_EQ(holds[0].believed_end(), 200);
+  EXPECT_EQ(holds[1].believed_end(), 350);
+  EXPECT_EQ(holds[1].unlock, 12);
+  EXPECT_EQ(holds[0].previous, 0);
+  EXPECT_EQ(holds[1].previous, 250);  // the E line before it
+  EXPECT_EQ(holds[2].previous, 400);
+  EXPECT_EQ(holds[2].killed, 600);
+  EXPECT_EQ(holds[2].believed_end(), 600);
+  // A hold of another worker that starts before the kill overlaps the killed one.
+  holds.push_back(make_hold(1, 550, 700, 8));
+  const check_result r = check(holds, {}, {}, errors);
+  EXPECT_EQ(r.holds_killed, 1U);
+  EXPECT_EQ(r.overlaps_unreported, 1U);
+  EXPECT_FALSE(read_worker_file({0, 0, 0, path}, holds, errors));
+}
+
+}  // namespace
+}  // namespace dlock::fault

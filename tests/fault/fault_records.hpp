@@ -1,0 +1,277 @@
+// The fault suite's shared vocabulary: what a worker writes to its record file, what the driver
+// knows about the faults it injected, the fenced resource's script, and the checker that reads
+// them all. Header-only; used by dlock_fault_worker, dlock_fault_suite and its unit test.
+//
+// Times are nanoseconds of CLOCK_MONOTONIC. Every process of the suite runs on one machine, so
+// they are one clock.
+//
+// A worker's record file (one per worker process life, append-only, one write() per line):
+//   W <worker> <life> <pid> <client id>         once, before the first acquisition
+//   A <acquired_ns> <token>                     the lock is held (written right after lock())
+//   R <acquired_ns> <end_ns> <lost_ns> <token> <write> <unlock>
+//                                               the hold ended: end_ns is when unlock() was
+//                                               called, lost_ns when the hold's stop_token fired
+//                                               (0: never); write is 1 accepted, 0 refused,
+//                                               -1 failed; unlock is unlock_checked()'s value
+//                                               (0 released, or the dlock::errc number)
+//   E <ns> <text>                               a lock call failed (the error's text)
+// A hold with an A line and no R line belongs to a worker killed while it held: it ended, as far
+// as its holder knew anything, when the driver killed it.
+#pragma once
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlock::fault {
+
+inline std::int64_t now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The resource: accepts a write only with a token higher than any it accepted, and appends
+// "<token> <worker> <time>" to the list of accepted writes. Refused writes are counted.
+//   KEYS[1] the highest accepted token   KEYS[2] the list of accepted writes
+//   KEYS[3] the count of refused writes  ARGV: token, worker, time (ns)
+// Returns 1 accepted, 0 refused.
+inline constexpr std::string_view fenced_write_lua = R"lua(
+local highest = tonumber(redis.call('get', KEYS[1]) or '0')
+local token = tonumber(ARGV[1])
+if token <= highest then
+  redis.call('incr', KEYS[3])
+  return 0
+end
+redis.call('set', KEYS[1], ARGV[1])
+redis.call('rpush', KEYS[2], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
+return 1
+)lua";
+
+inline constexpr std::string_view resource_highest_key = "fault:resource:highest";
+inline constexpr std::string_view resource_list_key = "fault:resource:accepted";
+inline constexpr std::string_view resource_refused_key = "fault:resource:refused";
+
+// One hold as its holder saw it.
+struct hold {
+  int worker = 0;
+  int life = 0;
+  std::int64_t acquired = 0;
+  std::int64_t released = 0;  // unlock() called; 0 if the worker died holding
+  std::int64_t lost = 0;      // stop_token fired; 0 if never
+  std::int64_t killed = 0;    // the driver killed the worker while it held; 0 if not
+  std::int64_t previous = 0;  // the time of the worker's record before this hold (0: none)
+  std::uint64_t token = 0;
+  int write = -1;
+  int unlock = 0;
+  // The end of the hold as the holder believed it: told of the loss, released, or killed.
+  std::int64_t believed_end() const {
+    std::int64_t end = released != 0 ? released : killed;
+    if (lost != 0 && (end == 0 || lost < end)) end = lost;
+    return end;
+  }
+};
+
+// One injected fault, as the driver logged it.
+struct fault_event {
+  std::string kind;  // kill, pause, restart, sleep, client-pause, client-kill
+  std::int64_t start = 0;
+  std::int64_t end = 0;    // when the fault stopped acting (resumed, restarted, slept)
+  bool forgets = false;    // the lock server may have lost acknowledged writes (restart)
+  bool on_holder = false;  // kill, pause: the target held the lock at the time
+  int worker = -1;         // kill, pause: the target
+};
+
+// An accepted write on the resource.
+struct accepted_write {
+  std::uint64_t token = 0;
+  int worker = 0;
+  std::int64_t time = 0;
+};
+
+struct worker_file {
+  int worker = 0;
+  int life = 0;
+  std::int64_t killed_at = 0;  // 0: ended normally
+  std::string path;
+};
+
+// What the checker found.
+struct check_result {
+  std::uint64_t acquisitions = 0;
+  std::uint64_t holds_lost = 0;
+  std::uint64_t holds_killed = 0;       // the holder was killed (-9) while holding
+  std::uint64_t lock_errors = 0;        // E lines
+  std::uint64_t overlaps = 0;           // pairs of believed holds that overlap in time
+  std::uint64_t overlaps_reported = 0;  // the earlier holder was told of its loss (late)
+  // ... of which no injected fault explains: the earlier holder's worker was not paused and no
+  // restart forgot its hold (a process descheduled past its lease is a pause nobody injected)
+  std::uint64_t overlaps_reported_unexplained = 0;
+  std::int64_t max_told_late_ns = 0;     // longest time from a newer hold's start to the old's loss
+  std::uint64_t overlaps_forgotten = 0;  // neither told, but a restart forgot the first hold
+  std::uint64_t overlaps_unreported = 0;  // neither told, nothing forgot: a violation
+  std::int64_t max_overlap_ns = 0;
+  std::uint64_t writes_accepted = 0;
+  std::uint64_t writes_refused = 0;  // as the workers saw it
+  std::uint64_t writes_failed = 0;
+  std::uint64_t fenced_out_of_order = 0;  // accepted writes whose token did not increase
+  std::uint64_t accepted_unknown = 0;     // accepted writes no hold record explains
+  std::vector<std::string> examples;      // a few violations, for the log
+  bool violation() const {
+    return overlaps_unreported > 0 || fenced_out_of_order > 0 || accepted_unknown > 0;
+  }
+};
+
+// Reads one worker file into `out`. Returns false if it cannot be opened.
+inline bool read_worker_file(const worker_file& file, std::vector<hold>& out,
+                             std::uint64_t& errors) {
+  std::ifstream in(file.path);
+  if (!in) return false;
+  std::map<std::int64_t, std::size_t> open;  // acquired -> index in out
+  std::int64_t last_time = 0;                // of the last A, R or E line
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    if (kind == "A") {
+      hold h;
+      h.worker = file.worker;
+      h.life = file.life;
+      fields >> h.acquired >> h.token;
+      if (!fields) continue;
+      h.previous = last_time;
+      last_time = h.acquired;
+      open[h.acquired] = out.size();
+      out.push_back(h);
+    } else if (kind == "R") {
+      std::int64_t acquired = 0;
+      hold r;
+      fields >> acquired >> r.released >> r.lost >> r.token >> r.write >> r.unlock;
+      if (!fields) continue;  // a line cut by kill -9
+      last_time = r.released;
+      const auto it = open.find(acquired);
+      if (it == open.end()) continue;
+      hold& h = out[it->second];
+      h.released = r.released;
+      h.lost = r.lost;
+      h.write = r.write;
+      h.unlock = r.unlock;
+      open.erase(it);
+    } else if (kind == "E") {
+      fields >> last_time;
+      ++errors;
+    }
+  }
+  for (const auto& [acquired, index] : open) {
+    out[index].killed = file.killed_at != 0 ? file.killed_at : acquired;
+  }
+  return true;
+}
+
+inline std::string describe(const hold& h) {
+  std::ostringstream s;
+  s << "worker " << h.worker << "." << h.life << " token " << h.token << " [" << h.acquired / 1000
+    << " us, " << h.believed_end() / 1000 << " us]" << (h.lost != 0 ? " told lost" : "")
+    << (h.killed != 0 ? " killed" : "");
+  return s.str();
+}
+
+// The checker. `holds` need not be sorted.
+inline check_result check(std::vector<hold> holds, const std::vector<accepted_write>& accepted,
+                          const std::vector<fault_event>& faults, std::uint64_t lock_errors) {
+  check_result r;
+  r.lock_errors = lock_errors;
+  r.acquisitions = holds.size();
+  std::sort(holds.begin(), holds.end(),
+            [](const hold& a, const hold& b) { return a.acquired < b.acquired; });
+  std::vector<std::int64_t> restarts;  // starts of faults that may forget acknowledged writes
+  std::vector<const fault_event*> pauses;
+  for (const fault_event& f : faults) {
+    if (f.forgets) restarts.push_back(f.start);
+    if (f.kind == "pause") pauses.push_back(&f);
+  }
+  std::sort(restarts.begin(), restarts.end());
+  const auto restart_between = [&](std::int64_t from, std::int64_t to) {
+    const auto it = std::lower_bound(restarts.begin(), restarts.end(), from);
+    return it != restarts.end() && *it <= to;
+  };
+  // Whether `h`'s worker was stopped at some moment between `from` and `to`.
+  const auto paused_between = [&](const hold& h, std::int64_t from, std::int64_t to) {
+    return std::any_of(pauses.begin(), pauses.end(), [&](const fault_event* p) {
+      return p->worker == h.worker && p->start <= to && p->end >= from;
+    });
+  };
+
+  // Sweep: every earlier hold whose believed end is after this hold's start overlaps it.
+  std::multimap<std::int64_t, std::size_t> active;  // believed end -> index
+  for (std::size_t i = 0; i < holds.size(); ++i) {
+    const hold& b = holds[i];
+    if (b.lost != 0) ++r.holds_lost;
+    if (b.killed != 0 && b.released == 0) ++r.holds_killed;
+    if (b.write == 1) ++r.writes_accepted;
+    if (b.write == 0) ++r.writes_refused;
+    if (b.write == -1 && b.released != 0) ++r.writes_failed;
+    active.erase(active.begin(), active.upper_bound(b.acquired));
+    for (const auto& [end, index] : active) {
+      const hold& a = holds[index];
+      ++r.overlaps;
+      r.max_overlap_ns = std::max(r.max_overlap_ns, std::min(end, b.believed_end()) - b.acquired);
+      if (a.lost != 0 || b.lost != 0) {
+        // One side was told its hold was lost (after the overlap began: otherwise its belief
+        // would have ended before). A pause of that side's worker since its previous record
+        // (the hold may have begun on the server before the pause, and been recorded after it)
+        // or a restart that forgot holds explains it.
+        ++r.overlaps_reported;
+        const hold& told = a.lost != 0 ? a : b;
+        r.max_told_late_ns = std::max(r.max_told_late_ns, told.lost - b.acquired);
+        const bool explained = (a.lost != 0 && paused_between(a, a.previous, a.lost)) ||
+                               (b.lost != 0 && paused_between(b, b.previous, b.lost)) ||
+                               restart_between(std::min(a.previous, b.previous), b.acquired);
+        if (!explained) ++r.overlaps_reported_unexplained;
+      } else if (restart_between(a.acquired, b.acquired)) {
+        ++r.overlaps_forgotten;
+      } else {
+        ++r.overlaps_unreported;
+        if (r.examples.size() < 5) {
+          r.examples.push_back("unreported overlap: " + describe(a) + " and " + describe(b));
+        }
+      }
+    }
+    active.emplace(b.believed_end(), i);
+  }
+
+  // The resource's own order: tokens of accepted writes strictly increase.
+  std::map<std::pair<int, std::uint64_t>, const hold*> by_token;
+  for (const hold& h : holds)
+    by_token[{h.worker, h.token}] = &h;
+  std::uint64_t previous = 0;
+  for (const accepted_write& w : accepted) {
+    if (w.token <= previous) {
+      ++r.fenced_out_of_order;
+      if (r.examples.size() < 10) {
+        r.examples.push_back("accepted out of order: token " + std::to_string(w.token) + " after " +
+                             std::to_string(previous));
+      }
+    }
+    previous = std::max(previous, w.token);
+    if (!by_token.contains({w.worker, w.token})) {
+      ++r.accepted_unknown;
+      if (r.examples.size() < 10) {
+        r.examples.push_back("accepted write of no recorded hold: worker " +
+                             std::to_string(w.worker) + " token " + std::to_string(w.token));
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace dlock::fault
