@@ -72,6 +72,11 @@ TEST(FaultChecker, HolderToldLateCountsAsReportedNotAViolation) {
   EXPECT_EQ(r.overlaps_reported, 1U);
   EXPECT_EQ(r.overlaps_unreported, 0U);
   EXPECT_EQ(r.max_told_late_ns, 5);
+  EXPECT_EQ(r.holds_lost_after_work, 0U);
+  // Told at 35, after its unlock() call at 30: it did all its work unaware.
+  EXPECT_EQ(check({make_hold(0, 10, 30, 1, 0, 35), make_hold(1, 20, 40, 2)}, {}, {}, 0)
+                .holds_lost_after_work,
+            1U);
   EXPECT_FALSE(r.violation());
   // No fault explains it...
   EXPECT_EQ(r.overlaps_reported_unexplained, 1U);
@@ -168,6 +173,8 @@ TEST(FaultChecker, ReadsRecordFilesAndEndsAKilledHoldAtTheKill) {
   holds.push_back(make_hold(1, 550, 700, 8));
   const check_result r = check(holds, {}, {}, errors);
   EXPECT_EQ(r.holds_killed, 1U);
+  EXPECT_EQ(r.holds_lost, 1U);
+  EXPECT_EQ(r.holds_lost_after_work, 0U);  // told at 350, before its unlock() at 400
   EXPECT_EQ(r.overlaps_unreported, 1U);
   EXPECT_FALSE(read_worker_file({0, 0, 0, path}, holds, errors));
 }

@@ -109,6 +109,8 @@ struct worker_file {
 struct check_result {
   std::uint64_t acquisitions = 0;
   std::uint64_t holds_lost = 0;
+  // ... of which the holder was told only after it had done its work and called unlock()
+  std::uint64_t holds_lost_after_work = 0;
   std::uint64_t holds_killed = 0;       // the holder was killed (-9) while holding
   std::uint64_t lock_errors = 0;        // E lines
   std::uint64_t overlaps = 0;           // pairs of believed holds that overlap in time
@@ -216,6 +218,7 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
   for (std::size_t i = 0; i < holds.size(); ++i) {
     const hold& b = holds[i];
     if (b.lost != 0) ++r.holds_lost;
+    if (b.lost != 0 && b.released != 0 && b.lost > b.released) ++r.holds_lost_after_work;
     if (b.killed != 0 && b.released == 0) ++r.holds_killed;
     if (b.write == 1) ++r.writes_accepted;
     if (b.write == 0) ++r.writes_refused;

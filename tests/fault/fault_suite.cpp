@@ -498,6 +498,7 @@ int run(const suite_options& o) {
   };
   row("acquisitions (believed holds)", r.acquisitions);
   row("holds reported lost (stop_token fired)", r.holds_lost);
+  row("  told only after the work was done", r.holds_lost_after_work);
   row("holds ended by kill -9 of their holder", r.holds_killed);
   row("lock calls that failed (retried)", r.lock_errors);
   row("overlapping believed holds", r.overlaps);
@@ -582,7 +583,8 @@ int run(const suite_options& o) {
       "\"overlaps_forgotten\":%llu,"
       "\"overlaps_unreported\":%llu,\"fenced_accepted\":%llu,\"fenced_refused\":%llu,"
       "\"fenced_out_of_order\":%llu,\"accepted_unknown\":%llu,\"holds_lost\":%llu,"
-      "\"holds_killed\":%llu,\"lock_errors\":%llu,\"faults\":{%s},\"skipped\":[\"partition\","
+      "\"holds_lost_after_work\":%llu,\"holds_killed\":%llu,\"lock_errors\":%llu,\"faults\":{%s},"
+      "\"skipped\":[\"partition\","
       "\"latency\",\"failover\"],\"wall_s\":%.1f,\"status\":%d}\n",
       static_cast<unsigned long long>(r.acquisitions), o.workers, o.lease_ms, o.persistence.c_str(),
       o.no_lock ? "true" : "false", static_cast<unsigned long long>(r.overlaps),
@@ -595,6 +597,7 @@ int run(const suite_options& o) {
       static_cast<unsigned long long>(r.fenced_out_of_order),
       static_cast<unsigned long long>(r.accepted_unknown),
       static_cast<unsigned long long>(r.holds_lost),
+      static_cast<unsigned long long>(r.holds_lost_after_work),
       static_cast<unsigned long long>(r.holds_killed),
       static_cast<unsigned long long>(r.lock_errors), fault_json.c_str(), wall, status);
   std::fflush(stdout);
