@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build clang clang-format   # toolchain (g++ 12, clang 14)
+  clang-tidy                                               # scripts/tidy.sh
   libclang-rt-14-dev                                       # clang's sanitizer runtimes
   libasio-dev libssl-dev openssl                           # sockets, timers, TLS
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev

@@ -46,6 +46,16 @@ CXX=clang++ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDLOCK_S
 cmake --build build/asan
 ctest --test-dir build/asan "${ctest_args[@]}"
 
+# ThreadSanitizer over the library's unit and integration tests (the CLI's own processes are
+# single-threaded around fork/exec and run under ASan above). Tests labelled slow are left out to
+# keep CI's time; they run in the two builds above.
+step "thread sanitizer build (clang++, TSan): unit + integration tests"
+CXX=clang++ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=thread \
+  -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_CLI=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build/tsan
+TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1" \
+  ctest --test-dir build/tsan --output-on-failure --timeout 300 -j "$jobs" -L "unit|integration"
+
 step "installed package: find_package(dlock) from a separate project"
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT

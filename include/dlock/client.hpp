@@ -93,7 +93,8 @@ class client {
   // each reconnect (messages published while disconnected are lost; re-check state then). Both
   // run on the I/O thread and must not block. Throws dlock::error(errc::invalid_argument) for an
   // empty channel name.
-  subscription subscribe(std::string channel, std::function<void(std::string_view)> on_message,
+  subscription subscribe(const std::string& channel,
+                         std::function<void(std::string_view)> on_message,
                          std::function<void()> on_subscribed = {});
 
   // client::get_lock()

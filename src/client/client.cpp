@@ -192,14 +192,13 @@ mutex client::get_lock(std::string name) {
       std::make_shared<mutex::impl>(impl_->locks, locks::lock_ref{&reentrant(), std::move(name)}));
 }
 
-subscription client::subscribe(std::string channel,
+subscription client::subscribe(const std::string& channel,
                                std::function<void(std::string_view)> on_message,
                                std::function<void()> on_subscribed) {
   core::check_same_process(impl_->made_in);
   if (channel.empty()) throw error(errc::invalid_argument, "empty channel name");
   pubsub::subscriber& sub = impl_->router.subscriber_for(channel);
-  const std::uint64_t id =
-      sub.add(std::move(channel), {std::move(on_message), std::move(on_subscribed)});
+  const std::uint64_t id = sub.add(channel, {std::move(on_message), std::move(on_subscribed)});
   return pubsub::make_subscription(sub, id);
 }
 

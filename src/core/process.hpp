@@ -21,6 +21,6 @@ std::uint64_t fork_generation() noexcept;
 void watch_forks();
 
 // Throws dlock::error(errc::forked) when `generation` is not the current one.
-void check_same_process(std::uint64_t generation);
+void check_same_process(std::uint64_t made_in);
 
 }  // namespace dlock::core

@@ -64,11 +64,11 @@ void connection::send(std::span<const std::string_view> args, completion done,
   bool kick_writer = false;
   bool rearm_timer = false;
   bool connect_now = false;
-  bool stopped = false;
+  completion refused;  // the completion of a request sent to a stopped connection
   {
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) {
-      stopped = true;
+      refused = std::move(done);
     } else {
       if (state_ == state::waiting_to_reconnect) {
         // Someone needs the server now: the request waits for a fresh attempt, made at once
@@ -92,9 +92,8 @@ void connection::send(std::span<const std::string_view> args, completion done,
       }
     }
   }
-  if (stopped) {
-    if (done)
-      done(make_error_code(errc::client_stopped), reply::make_error("the client was stopped"));
+  if (refused) {
+    refused(make_error_code(errc::client_stopped), reply::make_error("the client was stopped"));
     return;
   }
   if (kick_writer || rearm_timer || connect_now) {
@@ -150,7 +149,7 @@ void connection::connect() {
         "no connection within " + std::to_string(self->options_.connect_timeout.count()) + " ms");
   });
   transport_->async_connect([self = shared_from_this(), generation, t = transport_](
-                                std::error_code ec, std::string detail) {
+                                std::error_code ec, const std::string& detail) {
     if (generation != self->generation_) return;
     if (ec) return self->on_connect_failed(ec, detail);
     self->on_transport_connected(generation);
@@ -216,7 +215,7 @@ void connection::on_transport_connected(std::uint64_t generation) {
       });
 }
 
-void connection::on_handshake_reply(reply r) {
+void connection::on_handshake_reply(const reply& r) {
   const handshake_step step = handshake_steps_[handshake_steps_.size() - handshake_remaining_];
   --handshake_remaining_;
   if (r.is_error() && !handshake_error_) {
@@ -366,7 +365,7 @@ void connection::on_read(std::size_t n) {
 
   std::size_t first_user_reply = 0;
   while (handshake_remaining_ > 0 && first_user_reply < replies.size()) {
-    on_handshake_reply(std::move(replies[first_user_reply++]));
+    on_handshake_reply(replies[first_user_reply++]);
     if (generation != generation_) return;  // the handshake failed and the link was closed
   }
 

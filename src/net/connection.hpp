@@ -92,7 +92,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::chrono::milliseconds next_reconnect_delay();
   void schedule_reconnect(std::chrono::milliseconds delay);
   void on_transport_connected(std::uint64_t generation);
-  void on_handshake_reply(reply r);
+  void on_handshake_reply(const reply& r);
   void on_ready();
   void on_connect_failed(std::error_code ec, const std::string& detail);
   void on_link_error(std::error_code ec, const std::string& detail);

@@ -77,7 +77,7 @@ void transport::async_connect(connect_handler done) {
   resolver_.async_resolve(
       options_.host, std::to_string(options_.port),
       [this, done = std::move(done)](std::error_code ec,
-                                     tcp::resolver::results_type results) mutable {
+                                     const tcp::resolver::results_type& results) mutable {
         if (ec)
           return done(make_error_code(errc::connect_failed), "cannot resolve: " + ec.message());
         asio::async_connect(

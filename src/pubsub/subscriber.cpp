@@ -28,7 +28,7 @@ void subscriber::ensure_started() {
   link_->start();
 }
 
-std::uint64_t subscriber::add(std::string channel, listener l) {
+std::uint64_t subscriber::add(const std::string& channel, listener l) {
   auto shared = std::make_shared<listener>(std::move(l));
   std::shared_ptr<net::connection> link;
   bool send_subscribe = false;

@@ -38,7 +38,7 @@ class subscriber : public std::enable_shared_from_this<subscriber> {
   // Adds a listener; returns its id for remove(). Thread-safe. The first listener of a channel
   // sends SUBSCRIBE; a later one of an already confirmed channel gets on_subscribed at once, on
   // the I/O thread.
-  std::uint64_t add(std::string channel, listener l);
+  std::uint64_t add(const std::string& channel, listener l);
 
   // Removes a listener; the last one of a channel sends UNSUBSCRIBE. Thread-safe; after it
   // returns, the listener is not called again unless a call is already running on the I/O thread.

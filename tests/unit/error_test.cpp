@@ -8,8 +8,7 @@ namespace {
 
 TEST(Errors, EveryCodeHasItsOwnMessageInTheDlockCategory) {
   std::set<std::string> messages;
-  for (int v = static_cast<int>(errc::invalid_argument); v <= static_cast<int>(errc::forked);
-       ++v) {
+  for (int v = static_cast<int>(errc::invalid_argument); v <= static_cast<int>(errc::forked); ++v) {
     const std::error_code ec = static_cast<errc>(v);
     EXPECT_STREQ(ec.category().name(), "dlock");
     EXPECT_EQ(ec.message().find("unknown"), std::string::npos) << v;

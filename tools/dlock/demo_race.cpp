@@ -41,6 +41,7 @@ class worker_process {
   explicit worker_process(std::vector<std::string> args) {
     pipe_ends in = make_pipe(), out = make_pipe();
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args)
       argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -207,6 +208,7 @@ std::chrono::duration<double> run_race(const std::string& url, dlock::client& re
   std::latch go(1);
   {
     std::vector<std::jthread> threads;
+    threads.reserve(static_cast<std::size_t>(split.local));
     start_signal start(go);
     for (int i = 0; i < split.local; ++i) {
       threads.emplace_back([&, id = split.first_id + i] {
@@ -247,6 +249,7 @@ int run_race_worker(const std::string& url, int first_id, int count, const parti
     first_error errors;
     {
       std::vector<std::jthread> threads;
+      threads.reserve(static_cast<std::size_t>(count));
       for (int i = 0; i < count; ++i) {
         threads.emplace_back([&, id = first_id + i] {
           try {

@@ -102,9 +102,7 @@ Exit status: 0: the lock is free (it was released, or was not held); 64: usage e
 a key that holds data (a string, a hash of other fields), not a lock: it is left untouched;
 69: Redis unreachable, authentication refused or a Redis error.)";
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"dlock: distributed locks on Redis"};
   app.set_version_flag("--version", std::string("dlock ") + DLOCK_VERSION);
   app.require_subcommand(1);
@@ -239,4 +237,19 @@ int main(int argc, char** argv) {
     return run_race_worker(redis_option, worker_first_id, worker_count, fn);
   }
   return exit_usage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Every path reports its own errors with its own exit status; this catches what none expected
+  // (out of memory, say), so dlock still says why instead of aborting.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    print_error(std::string("unexpected error: ") + e.what());
+  } catch (...) {
+    print_error("unexpected error");
+  }
+  return exit_os_error;
 }

@@ -53,6 +53,7 @@ int run_smoke_demo(const std::string& redis_url) {
     std::atomic<int> wrong{0};
     const auto start = clock_type::now();
     std::vector<std::thread> workers;
+    workers.reserve(static_cast<std::size_t>(threads));
     for (int t = 0; t < threads; ++t) {
       workers.emplace_back([&, key = prefix + "counter" + std::to_string(t)] {
         for (int i = 1; i <= per_thread; ++i) {

@@ -94,8 +94,8 @@ std::string resolve_executable(const std::string& name) {
     std::size_t end = path_list.find(':', begin);
     if (end == std::string::npos) end = path_list.size();
     // An empty PATH entry means the current directory.
-    const std::string dir = end == begin ? "." : path_list.substr(begin, end - begin);
-    const std::string candidate = dir + "/" + name;
+    std::string candidate = end == begin ? "." : path_list.substr(begin, end - begin);
+    candidate.append("/").append(name);
     struct stat info {};
     if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
         ::access(candidate.c_str(), X_OK) == 0) {

@@ -114,10 +114,10 @@ void acquisition::send_attempt() {
       p_.lock.protocol->attempt({p_.lock.name, plan.owner, plan.lease, plan.known_holds});
   const auto sent_at = clock::now();
   try {
-    engine_->io().eval(call,
-                       [self = shared_from_this(), plan, sent_at](std::error_code ec, reply r) {
-                         self->on_reply(plan, sent_at, ec, r);
-                       });
+    engine_->io().eval(
+        call, [self = shared_from_this(), plan, sent_at](std::error_code ec, const reply& r) {
+          self->on_reply(plan, sent_at, ec, r);
+        });
   } catch (const error& e) {
     finish(e.code(), e.detail(), false, used_wake_up);
   }

@@ -53,9 +53,11 @@ action acquisition_machine::wait(clock::time_point now, std::int64_t ttl_ms, boo
   }
   if (observed) a.holder_ttl_ms = ttl_ms;
   a.wake_at = deadline_;
-  // The holder's lease end (+1 ms: PTTL rounds down) wakes us if no unlock message comes.
-  if (ttl_ms >= 0 && deadline_ - now > milliseconds(ttl_ms + 1)) {
-    a.wake_at = now + milliseconds(ttl_ms + 1);
+  // The holder's lease end (+1 ms: PTTL rounds down) wakes us if no unlock message comes. Compared
+  // in milliseconds before converting: Redis accepts TTLs beyond the steady clock's range.
+  if (ttl_ms >= 0) {
+    const auto left_ms = std::chrono::duration_cast<milliseconds>(deadline_ - now).count();
+    if (ttl_ms < left_ms) a.wake_at = now + milliseconds(ttl_ms + 1);
   }
   return a;
 }

@@ -120,7 +120,8 @@ class hold_registry {
   // When the watchdog must look again (nullopt: no holds need it).
   std::optional<clock::time_point> next_wakeup() const;
 
-  // Queries (no I/O). A lost hold counts as not held.
+  // Queries (no I/O). A lost hold counts as not held by count() and stop_token(); token() still
+  // gives a lost hold's token until it is released (make_lease hands a late hold's token out).
   std::uint64_t count(const hold_key& key) const noexcept;
   std::uint64_t token(const hold_key& key) const noexcept;
   std::stop_token stop_token(const hold_key& key) const noexcept;

@@ -45,7 +45,7 @@ void lock_engine::start() {
   releases_ = std::make_shared<release_queue>(
       [this](const script_call& call, bool urgent, std::function<void(std::error_code)> done) {
         io_.eval(
-            call, [done = std::move(done)](std::error_code ec, reply) { done(ec); }, urgent);
+            call, [done = std::move(done)](std::error_code ec, const reply&) { done(ec); }, urgent);
       },
       counters_);
   watchdog_ = std::make_shared<watchdog>(io_, holds_, counters_,

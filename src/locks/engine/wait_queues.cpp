@@ -10,8 +10,12 @@ using std::chrono::steady_clock;
 
 void wait_queues::lock_waiters::saw_holder(std::int64_t ttl_ms) {
   holder_seen = true;
-  holder_lease_end =
-      ttl_ms >= 0 ? std::optional(steady_clock::now() + milliseconds(ttl_ms)) : std::nullopt;
+  // A TTL beyond a century (Redis accepts them) would overflow the clock: treat it as none.
+  constexpr std::int64_t century_ms =
+      std::chrono::milliseconds(std::chrono::hours(24 * 365 * 100)).count();
+  holder_lease_end = ttl_ms >= 0 && ttl_ms < century_ms
+                         ? std::optional(steady_clock::now() + milliseconds(ttl_ms))
+                         : std::nullopt;
 }
 
 void wait_queues::join(const lock_ref& lock, const std::string& channel, waiter* w,
