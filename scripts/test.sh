@@ -56,6 +56,12 @@ cmake --build build/tsan
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1" \
   ctest --test-dir build/tsan --output-on-failure --timeout 300 -j "$jobs" -L "unit|integration"
 
+step "fuzzing: the RESP parser under libFuzzer for 60 s (tests/fuzz)"
+CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_BUILD_FUZZERS=ON \
+  -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_CLI=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build/fuzz --target dlock_fuzz_resp
+ctest --test-dir build/fuzz --output-on-failure -L fuzz
+
 step "installed package: find_package(dlock) from a separate project"
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
