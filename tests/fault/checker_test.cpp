@@ -137,6 +137,22 @@ TEST(FaultChecker, AcceptedWritesOutOfTokenOrderAreAViolation) {
   EXPECT_EQ(check(holds, {{1, 0, 10}, {1, 0, 10}}, {}, 0).fenced_out_of_order, 1U);
 }
 
+TEST(FaultChecker, ATokenLowerThanAnEarlierHoldsIsAViolation) {
+  const std::vector<hold> holds = {make_hold(0, 10, 20, 5), make_hold(1, 21, 30, 4, 0)};
+  const check_result r = check(holds, {{5, 0, 10}}, {}, 0);
+  EXPECT_EQ(r.tokens_not_increasing, 1U);
+  EXPECT_TRUE(r.violation());
+  // The same token again is not an increase either.
+  EXPECT_EQ(
+      check({make_hold(0, 10, 20, 5), make_hold(1, 21, 30, 5)}, {}, {}, 0).tokens_not_increasing,
+      1U);
+  // A hold that was told of its loss is not held to it (its worker may have stopped between the
+  // server's grant and the record).
+  EXPECT_EQ(check({make_hold(0, 10, 20, 5), make_hold(1, 21, 30, 4, 0, 25)}, {}, {}, 0)
+                .tokens_not_increasing,
+            0U);
+}
+
 TEST(FaultChecker, AcceptedWriteOfNoRecordedHoldIsAViolation) {
   const check_result r = check({make_hold(0, 10, 20, 1)}, {{1, 0, 10}, {7, 3, 50}}, {}, 0);
   EXPECT_EQ(r.accepted_unknown, 1U);

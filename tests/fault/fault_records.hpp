@@ -127,9 +127,13 @@ struct check_result {
   std::uint64_t writes_failed = 0;
   std::uint64_t fenced_out_of_order = 0;  // accepted writes whose token did not increase
   std::uint64_t accepted_unknown = 0;     // accepted writes no hold record explains
-  std::vector<std::string> examples;      // a few violations, for the log
+  // Holds never told of a loss whose token is not higher than that of a hold that ended (as its
+  // holder believed) before they began: the lock's tokens must increase, across restarts too.
+  std::uint64_t tokens_not_increasing = 0;
+  std::vector<std::string> examples;  // a few violations, for the log
   bool violation() const {
-    return overlaps_unreported > 0 || fenced_out_of_order > 0 || accepted_unknown > 0;
+    return overlaps_unreported > 0 || fenced_out_of_order > 0 || accepted_unknown > 0 ||
+           tokens_not_increasing > 0;
   }
 };
 
@@ -215,6 +219,7 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
 
   // Sweep: every earlier hold whose believed end is after this hold's start overlaps it.
   std::multimap<std::int64_t, std::size_t> active;  // believed end -> index
+  std::uint64_t ended_max_token = 0;                // over the holds no longer active
   for (std::size_t i = 0; i < holds.size(); ++i) {
     const hold& b = holds[i];
     if (b.lost != 0) ++r.holds_lost;
@@ -223,7 +228,19 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
     if (b.write == 1) ++r.writes_accepted;
     if (b.write == 0) ++r.writes_refused;
     if (b.write == -1 && b.released != 0) ++r.writes_failed;
-    active.erase(active.begin(), active.upper_bound(b.acquired));
+    const auto ended = active.upper_bound(b.acquired);
+    for (auto it = active.begin(); it != ended; ++it)
+      ended_max_token = std::max(ended_max_token, holds[it->second].token);
+    active.erase(active.begin(), ended);
+    // A hold told of its loss may have begun on the server long before it was recorded (its
+    // worker stopped in between), so only holds never told are held to this.
+    if (b.lost == 0 && b.token <= ended_max_token) {
+      ++r.tokens_not_increasing;
+      if (r.examples.size() < 10) {
+        r.examples.push_back("token not increasing: " + describe(b) + " after token " +
+                             std::to_string(ended_max_token));
+      }
+    }
     for (const auto& [end, index] : active) {
       const hold& a = holds[index];
       ++r.overlaps;

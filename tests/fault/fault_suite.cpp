@@ -518,6 +518,7 @@ int run(const suite_options& o) {
   row("fenced writes failed (no answer)", r.writes_failed);
   row("fenced writes accepted out of token order", r.fenced_out_of_order, "VIOLATION if > 0");
   row("accepted writes of no recorded hold", r.accepted_unknown, "VIOLATION if > 0");
+  row("holds whose token did not increase", r.tokens_not_increasing, "VIOLATION if > 0");
 
   std::map<std::string, std::vector<double>> recovery;
   std::map<std::string, int> counts, on_holder;
@@ -573,17 +574,26 @@ int run(const suite_options& o) {
   }
 
   std::string fault_json;
+  std::string recovery_json;
   for (const std::string& kind : all_fault_kinds) {
     fault_json +=
         (fault_json.empty() ? "" : ",") + ("\"" + kind + "\":") + std::to_string(counts[kind]);
+    const std::vector<double>& v = recovery[kind];  // sorted above
+    if (v.empty()) continue;
+    std::array<char, 128> item{};
+    std::snprintf(item.data(), item.size(), "\"%s\":{\"p50\":%.1f,\"max\":%.1f}", kind.c_str(),
+                  v[v.size() / 2], v.back());
+    recovery_json += (recovery_json.empty() ? "" : ",") + std::string(item.data());
   }
   std::printf(
       "{\"acquisitions\":%llu,\"workers\":%d,\"lease_ms\":%d,\"persistence\":\"%s\",\"no_lock\":%s,"
       "\"overlaps\":%llu,\"overlaps_reported\":%llu,\"overlaps_reported_unexplained\":%llu,"
       "\"overlaps_forgotten\":%llu,"
       "\"overlaps_unreported\":%llu,\"fenced_accepted\":%llu,\"fenced_refused\":%llu,"
-      "\"fenced_out_of_order\":%llu,\"accepted_unknown\":%llu,\"holds_lost\":%llu,"
+      "\"fenced_out_of_order\":%llu,\"accepted_unknown\":%llu,\"tokens_not_increasing\":%llu,"
+      "\"holds_lost\":%llu,"
       "\"holds_lost_after_work\":%llu,\"holds_killed\":%llu,\"lock_errors\":%llu,\"faults\":{%s},"
+      "\"reacquired_ms\":{%s},"
       "\"skipped\":[\"partition\","
       "\"latency\",\"failover\"],\"wall_s\":%.1f,\"status\":%d}\n",
       static_cast<unsigned long long>(r.acquisitions), o.workers, o.lease_ms, o.persistence.c_str(),
@@ -596,10 +606,12 @@ int run(const suite_options& o) {
       static_cast<unsigned long long>(r.writes_refused),
       static_cast<unsigned long long>(r.fenced_out_of_order),
       static_cast<unsigned long long>(r.accepted_unknown),
+      static_cast<unsigned long long>(r.tokens_not_increasing),
       static_cast<unsigned long long>(r.holds_lost),
       static_cast<unsigned long long>(r.holds_lost_after_work),
       static_cast<unsigned long long>(r.holds_killed),
-      static_cast<unsigned long long>(r.lock_errors), fault_json.c_str(), wall, status);
+      static_cast<unsigned long long>(r.lock_errors), fault_json.c_str(), recovery_json.c_str(),
+      wall, status);
   std::fflush(stdout);
   return status;
 }
