@@ -128,6 +128,42 @@ TEST(FaultChecker, UnreportedOverlapAfterAForgettingRestartIsExpected) {
   EXPECT_EQ(check(holds, {}, {restart}, 0).overlaps_unreported, 1U);
 }
 
+TEST(FaultChecker, UnreportedOverlapOfAStalledHolderIsCountedApartAndFailsWhenStrict) {
+  // Worker 0 was stopped from 12 to 28 while it held, and released at 30 without being told.
+  const std::vector<hold> holds = {make_hold(0, 10, 30, 1), make_hold(1, 20, 25, 2)};
+  fault_event pause;
+  pause.kind = "pause";
+  pause.worker = 0;
+  pause.start = 12;
+  pause.end = 28;
+  const check_result r = check(holds, {}, {pause}, 0);
+  EXPECT_EQ(r.overlaps_unreported_stalled, 1U);
+  EXPECT_EQ(r.overlaps_unreported, 0U);
+  EXPECT_FALSE(r.violation());
+  EXPECT_TRUE(check(holds, {}, {pause}, 0, /*strict=*/true).violation());
+  // A stop of a third worker explains nothing.
+  pause.worker = 2;
+  EXPECT_EQ(check(holds, {}, {pause}, 0).overlaps_unreported, 1U);
+}
+
+TEST(FaultChecker, ATokenGrantedAcrossAStallIsCountedApartAndFailsWhenStrict) {
+  // Worker 1 was granted token 4 before it was stopped (5 to 19), recorded it at 21, and was
+  // never told; token 5 was taken and released meanwhile.
+  hold stalled = make_hold(1, 21, 30, 4);
+  stalled.previous = 4;
+  const std::vector<hold> holds = {make_hold(0, 10, 20, 5), stalled};
+  fault_event pause;
+  pause.kind = "pause";
+  pause.worker = 1;
+  pause.start = 5;
+  pause.end = 19;
+  const check_result r = check(holds, {}, {pause}, 0);
+  EXPECT_EQ(r.tokens_not_increasing_stalled, 1U);
+  EXPECT_EQ(r.tokens_not_increasing, 0U);
+  EXPECT_FALSE(r.violation());
+  EXPECT_TRUE(check(holds, {}, {pause}, 0, true).violation());
+}
+
 TEST(FaultChecker, AcceptedWritesOutOfTokenOrderAreAViolation) {
   const std::vector<hold> holds = {make_hold(0, 10, 20, 1), make_hold(1, 21, 30, 2)};
   const check_result r = check(holds, {{2, 1, 21}, {1, 0, 10}}, {}, 0);
