@@ -302,6 +302,34 @@ TEST(Mutex, HugeNamesAreCutInMessages) {
   }
 }
 
+// A holder whose lease ran out while the watchdog could not run (the process was stopped, or
+// the I/O thread was stuck) is told so the moment it asks, not when the watchdog next runs: it
+// must not act on a lock its lease no longer covers. (Seen by the fault suite: a holder stopped
+// past its lease, then resumed, released without ever hearing of the loss.)
+TEST(Mutex, AHolderAskingAfterItsLeaseRanOutIsToldAtOnce) {
+  redis_server server;
+  client c{fast_watchdog(server, 600ms)};
+  mutex timed = c.get_lock(unique_key("timed"));
+  mutex watched = c.get_lock(unique_key("watched"));
+  timed.lock(lease_time(300ms));
+  watched.lock();  // renewed every 200 ms, lost 540 ms after its last confirmation
+  // Stall the I/O thread (a callback that blocks, as a stopped process would): no renewal, no
+  // watchdog tick until it returns.
+  std::promise<void> stalled;
+  c.async_command({"PING"}, [&](std::error_code, reply) {
+    stalled.set_value();
+    std::this_thread::sleep_for(1500ms);
+  });
+  stalled.get_future().wait();
+  std::this_thread::sleep_for(900ms);  // past both loss deadlines; the I/O thread still sleeps
+  EXPECT_FALSE(timed.is_held_by_current_thread()) << "told it holds a lock whose lease ran out";
+  EXPECT_TRUE(timed.stop_token().stop_requested());
+  EXPECT_TRUE(watched.stop_token().stop_requested()) << "a stalled watchdog's hold still counted";
+  EXPECT_FALSE(watched.is_held_by_current_thread());
+  EXPECT_EQ(timed.unlock_checked(), errc::lock_lost);
+  EXPECT_EQ(watched.unlock_checked(), errc::lock_lost);
+}
+
 // Code written against the milestone-1 API still compiles and behaves the same (deprecated forms).
 TEST(Mutex, MilestoneOneFormsStillWork) {
   redis_server server;

@@ -234,6 +234,7 @@ lock_lease lock_engine::make_lease(const lock_ref& lock, std::uint64_t owner) {
 
 std::error_code lock_engine::release(const lock_ref& lock, std::uint64_t owner) noexcept {
   if (io_.forked()) return make_error_code(errc::forked);  // the parent's holds are its own
+  expire_due_holds();  // a hold whose lease ran out unnoticed is reported lost (lock_lost)
   try {
     std::error_code result;
     std::lock_guard guard(holds_.mutex);
@@ -334,9 +335,23 @@ bool lock_engine::exists(const std::string& name) {
   return c.wait().integer == 1;
 }
 
-std::uint64_t lock_engine::hold_count(const lock_ref& lock, std::uint64_t owner) const noexcept {
+void lock_engine::expire_due_holds() noexcept {
+  if (io_.forked()) return;
+  // The watchdog's timer runs on the I/O thread, which may not have run since a lease ran out
+  // (this process was stopped, or the I/O thread is busy in a callback): a holder asking now must
+  // not be told it still holds a lock its lease no longer covers.
+  losses lost;
+  {
+    std::lock_guard guard(holds_.mutex);
+    holds_.registry.take_expired(clock::now(), lost);
+  }
+  fire(lost);
+}
+
+std::uint64_t lock_engine::hold_count(const lock_ref& lock, std::uint64_t owner) noexcept {
   if (io_.forked()) return 0;  // a child holds none of its parent's locks
-  std::lock_guard guard(const_cast<std::mutex&>(holds_.mutex));
+  expire_due_holds();
+  std::lock_guard guard(holds_.mutex);
   return holds_.registry.count({lock, owner});
 }
 
@@ -346,9 +361,10 @@ std::uint64_t lock_engine::fencing_token(const lock_ref& lock, std::uint64_t own
   return holds_.registry.token({lock, owner});
 }
 
-std::stop_token lock_engine::stop_token(const lock_ref& lock, std::uint64_t owner) const noexcept {
+std::stop_token lock_engine::stop_token(const lock_ref& lock, std::uint64_t owner) noexcept {
   if (io_.forked()) return {};  // a child holds none of its parent's locks
-  std::lock_guard guard(const_cast<std::mutex&>(holds_.mutex));
+  expire_due_holds();
+  std::lock_guard guard(holds_.mutex);
   return holds_.registry.stop_token({lock, owner});
 }
 

@@ -74,11 +74,17 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   bool exists(const std::string& name);
 
   // The hold of `lock` by `owner` (no I/O).
-  std::uint64_t hold_count(const lock_ref& lock, std::uint64_t owner) const noexcept;
+  // Checks the clock first: a hold whose lease ran out is reported lost even if the watchdog's
+  // timer has not run yet.
+  std::uint64_t hold_count(const lock_ref& lock, std::uint64_t owner) noexcept;
   std::uint64_t fencing_token(const lock_ref& lock, std::uint64_t owner) const noexcept;
-  std::stop_token stop_token(const lock_ref& lock, std::uint64_t owner) const noexcept;
+  std::stop_token stop_token(const lock_ref& lock, std::uint64_t owner) noexcept;
   // "<client id>:<owner key>": the hash field of an owner.
   std::string owner_field(std::uint64_t owner) const;
+
+  // Reports, from the calling thread, every hold whose loss deadline has passed (the watchdog's
+  // timer may not have run: the process was stopped, or the I/O thread is busy).
+  void expire_due_holds() noexcept;
 
   lock_metrics metrics() const noexcept { return counters_.snapshot(); }
   engine_io& io() noexcept { return io_; }

@@ -32,7 +32,10 @@ std::error_code lock_lease::release() noexcept {
 }
 
 std::stop_token lock_lease::stop_token() const noexcept {
-  return state_ ? state_->stop : std::stop_token{};
+  if (!state_) return {};
+  // A lease that ran out while nobody looked (the process was stopped) is reported now.
+  if (!state_->stop.stop_requested()) state_->engine->expire_due_holds();
+  return state_->stop;
 }
 
 std::uint64_t lock_lease::fencing_token() const noexcept {
