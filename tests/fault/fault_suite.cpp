@@ -587,7 +587,10 @@ int run(const suite_options& o) {
                             : "FAIL: the run did not complete",
               wall, dir.c_str());
 
-  if (status == 0 && !o.keep_records) {
+  // Anything worth a look afterwards keeps the records too.
+  const bool unusual = r.overlaps_reported_unexplained > 0 || r.overlaps_unreported_stalled > 0 ||
+                       r.tokens_not_increasing_stalled > 0;
+  if (status == 0 && !o.keep_records && !unusual) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }
