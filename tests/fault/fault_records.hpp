@@ -123,7 +123,7 @@ struct check_result {
   std::uint64_t overlaps_unreported = 0;  // neither told, nothing forgot: a violation
   // Neither told, and a side's worker had been stopped (SIGSTOP) past its lease around the hold:
   // it released (or was granted the lock) before its client's watchdog noticed the lease had run
-  // out, so nobody told it. A known dlock issue (docs/reliability.md); a violation with `strict`.
+  // out, so nobody told it. A dlock bug, fixed (docs/reliability.md); a violation with `strict`.
   std::uint64_t overlaps_unreported_stalled = 0;
   std::int64_t max_overlap_ns = 0;
   std::uint64_t writes_accepted = 0;
@@ -135,7 +135,7 @@ struct check_result {
   // holder believed) before they began: the lock's tokens must increase, across restarts too.
   std::uint64_t tokens_not_increasing = 0;
   // ... of a hold whose worker was stopped between its previous record and this acquisition (the
-  // lock was granted before the stop and returned after it): the same known issue.
+  // lock was granted before the stop and returned after it): the same bug.
   std::uint64_t tokens_not_increasing_stalled = 0;
   bool strict = false;                // count the *_stalled ones as violations too
   std::vector<std::string> examples;  // a few violations, for the log
@@ -277,8 +277,8 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
             paused_between(b, b.previous, b.believed_end())) {
           ++r.overlaps_unreported_stalled;
           if (r.examples.size() < 5) {
-            r.examples.push_back("unreported overlap after a stall (known issue): " + describe(a) +
-                                 " and " + describe(b));
+            r.examples.push_back("unreported overlap after a stall: " + describe(a) + " and " +
+                                 describe(b));
           }
           continue;
         }
