@@ -138,6 +138,7 @@ void lock_engine::record(const hold_key& key, const attempt_plan& plan,
     std::lock_guard lock(holds_.mutex);
     wake = holds_.registry.record_attempt(key, plan, outcome, sent_at, io_.stopped(),
                                           holds_.timer_at, lost);
+    if (wake) holds_.lower_wakeup(*wake);
   }
   fire(lost);
   // The timer is re-armed only if this hold needs it sooner: one round per acquisition would
@@ -337,6 +338,11 @@ bool lock_engine::exists(const std::string& name) {
 
 void lock_engine::expire_due_holds() noexcept {
   if (io_.forked()) return;
+  // The common path: nothing can have expired before the registry's next wake-up.
+  if (clock::now().time_since_epoch().count() <
+      holds_.nothing_expires_before.load(std::memory_order_acquire)) {
+    return;
+  }
   // The watchdog's timer runs on the I/O thread, which may not have run since a lease ran out
   // (this process was stopped, or the I/O thread is busy in a callback): a holder asking now must
   // not be told it still holds a lock its lease no longer covers.

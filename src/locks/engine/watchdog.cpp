@@ -41,6 +41,7 @@ void watchdog::tick() {
     holds_.registry.take_expired(now, lost);
     next = holds_.registry.next_wakeup();
     holds_.timer_at = next;
+    holds_.expect_wakeup(next);
   }
   fire_(lost);  // outside the mutex: stop callbacks are user code
   if (!next) return;

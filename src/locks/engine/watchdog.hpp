@@ -9,7 +9,9 @@
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,6 +31,22 @@ struct hold_book {
   hold_registry registry;
   // When the watchdog timer is set to fire (nullopt: not set). Guarded by `mutex`.
   std::optional<clock::time_point> timer_at;
+  // No hold can be past its loss deadline before this time (steady clock ticks): the earliest
+  // time the registry needs the watchdog, lowered when a new hold needs it sooner. Lets the
+  // callers' checks (lock_engine::expire_due_holds) skip the mutex on the common path.
+  std::atomic<clock::rep> nothing_expires_before{std::numeric_limits<clock::rep>::max()};
+  void expect_wakeup(std::optional<clock::time_point> at) noexcept {
+    const clock::rep t =
+        at ? at->time_since_epoch().count() : std::numeric_limits<clock::rep>::max();
+    nothing_expires_before.store(t, std::memory_order_release);
+  }
+  void lower_wakeup(clock::time_point at) noexcept {
+    clock::rep current = nothing_expires_before.load(std::memory_order_acquire);
+    const clock::rep t = at.time_since_epoch().count();
+    while (t < current &&
+           !nothing_expires_before.compare_exchange_weak(current, t, std::memory_order_acq_rel)) {
+    }
+  }
 };
 
 class watchdog : public std::enable_shared_from_this<watchdog> {
