@@ -305,11 +305,7 @@ lock_status lock_engine::status(const lock_ref& lock) {
   lock_status s = lock.protocol->read_status(lock.name, call(lock.protocol->status(lock.name)));
   const std::string channel = lock.protocol->wake_channel(lock.name);
   const std::string_view numsub[] = {"PUBSUB", "NUMSUB", channel};
-  net::sync_call c;
-  io_.use([&](route::router& router) {
-    router.send(route::target::key(channel), numsub, c.handler(), io_.request_timeout());
-  });
-  const reply n = c.wait();
+  const reply n = command(channel, numsub);
   if (n.is_array() && n.elements.size() == 2) {
     s.subscribers = static_cast<std::uint64_t>(n.elements[1].integer);
   }
@@ -317,23 +313,22 @@ lock_status lock_engine::status(const lock_ref& lock) {
 }
 
 milliseconds lock_engine::remaining_ttl(const std::string& name) {
-  io_.check_not_io_thread();
   const std::string_view args[] = {"PTTL", name};
-  net::sync_call c;
-  io_.use([&](route::router& router) {
-    router.send(route::target::key(name), args, c.handler(), io_.request_timeout());
-  });
-  return milliseconds(c.wait().integer);
+  return milliseconds(command(name, args).integer);
 }
 
 bool lock_engine::exists(const std::string& name) {
-  io_.check_not_io_thread();
   const std::string_view args[] = {"EXISTS", name};
+  return command(name, args).integer == 1;
+}
+
+reply lock_engine::command(std::string_view routing_key, std::span<const std::string_view> args) {
+  io_.check_not_io_thread();
   net::sync_call c;
   io_.use([&](route::router& router) {
-    router.send(route::target::key(name), args, c.handler(), io_.request_timeout());
+    router.send(route::target::key(routing_key), args, c.handler(), io_.request_timeout());
   });
-  return c.wait().integer == 1;
+  return c.wait();
 }
 
 void lock_engine::expire_due_holds() noexcept {

@@ -25,7 +25,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/identity.hpp"
@@ -112,6 +114,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   void release_orphan(const hold_key& key) noexcept;
   lock_lease make_lease(const lock_ref& lock, std::uint64_t owner);
   reply call(const script_call& c);
+  // One command on the master that serves `routing_key`, blocking.
+  reply command(std::string_view routing_key, std::span<const std::string_view> args);
   void fire(const losses& lost) const noexcept;
   subscription subscribe(const std::string& channel);
   void on_thread_exit(std::uint64_t thread_key) noexcept override;

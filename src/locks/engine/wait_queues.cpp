@@ -120,21 +120,20 @@ void wait_queues::on_subscribed(const std::string& channel) {
   if (ch == channels_.end()) return;
   for (const lock_ref& lock : ch->second.locks) {
     const auto it = locks_.find(lock);
-    if (it == locks_.end()) continue;
-    for (waiter* w : it->second.queue) {
-      w->wake_up = true;
-      w->wake();
-    }
+    if (it != locks_.end()) wake_every_waiter(it->second);
   }
 }
 
 void wait_queues::wake_all() {
   std::lock_guard guard(mutex_);
-  for (auto& [lock, waiters] : locks_) {
-    for (waiter* w : waiters.queue) {
-      w->wake_up = true;
-      w->wake();
-    }
+  for (auto& [lock, waiters] : locks_)
+    wake_every_waiter(waiters);
+}
+
+void wait_queues::wake_every_waiter(lock_waiters& waiters) {
+  for (waiter* w : waiters.queue) {
+    w->wake_up = true;
+    w->wake();
   }
 }
 

@@ -82,6 +82,7 @@ class wait_queues {
   };
 
   static void give_wake_up(lock_waiters& waiters);
+  static void wake_every_waiter(lock_waiters& waiters);
 
   subscribe_fn subscribe_;
   std::mutex mutex_;

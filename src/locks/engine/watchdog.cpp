@@ -1,9 +1,60 @@
 #include "locks/engine/watchdog.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <utility>
 
 namespace dlock::locks {
+
+namespace {
+
+// Groups `items` by what one script may touch (one lock type, one shard), cuts each group into
+// batches of at most watchdog::max_renewals_per_script, and hands each to send(protocol, batch).
+// Items whose lock `lock_of` cannot name (nullptr) are dropped.
+template <typename Item, typename LockOf, typename Send>
+void in_batches(engine_io& io, std::vector<Item> items, LockOf lock_of, Send send) {
+  using group_key = std::pair<const lock_protocol*, std::uint32_t>;
+  std::map<group_key, std::vector<Item>> groups;
+  io.use([&](route::router& router) {
+    for (Item& item : items) {
+      const lock_ref* lock = lock_of(item);
+      if (lock != nullptr)
+        groups[{lock->protocol, router.shard_of(lock->name)}].push_back(std::move(item));
+    }
+  });
+  constexpr std::size_t most = watchdog::max_renewals_per_script;
+  for (auto& [key, all] : groups) {
+    for (std::size_t begin = 0; begin < all.size(); begin += most) {
+      const auto first = all.begin() + static_cast<std::ptrdiff_t>(begin);
+      const auto last =
+          all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), begin + most));
+      send(*key.first,
+           std::vector<Item>(std::make_move_iterator(first), std::make_move_iterator(last)));
+    }
+  }
+}
+
+// The completion of a batch's script: hands the reply to `handle` (a watchdog member) through the
+// I/O thread's queue, since on a stopped connection a completion runs at once, under the holds'
+// mutex.
+template <typename Item, typename Handle>
+net::completion back_on_io(std::weak_ptr<watchdog> weak, engine_io& io, std::vector<Item> batch,
+                           const lock_protocol& protocol, Handle handle) {
+  return [weak = std::move(weak), &io, batch = std::move(batch), &protocol, handle](
+             std::error_code ec, reply r) mutable {
+    if (weak.expired()) return;
+    try {
+      io.post([weak, batch = std::move(batch), &protocol, handle, ec, r = std::move(r)] {
+        if (auto dog = weak.lock()) ((*dog).*handle)(batch, protocol, ec, r);
+      });
+    } catch (...) {
+      // Stopped: nobody renews or checks any more; the client reported every hold.
+    }
+  };
+}
+
+}  // namespace
 
 watchdog::watchdog(engine_io& io, hold_book& holds, lock_counters& counters,
                    std::function<void(const losses&)> fire)
@@ -30,10 +81,10 @@ void watchdog::tick() {
   {
     std::lock_guard lock(holds_.mutex);
     const auto now = clock::now();
-    const std::vector<lease::renewal> due = holds_.registry.due_renewals(now);
+    std::vector<lease::renewal> due = holds_.registry.due_renewals(now);
     if (!due.empty()) {
       try {
-        send_renewals(due, false);
+        send_renewals(std::move(due), false);
       } catch (const error&) {
         return;  // stopped: the client reports the remaining holds
       }
@@ -68,39 +119,18 @@ void watchdog::recheck_all() {
 }
 
 void watchdog::send_checks(std::vector<hold_registry::hold_check> checks) {
-  // One script per lock type and shard, as renewals.
-  using group_key = std::pair<const lock_protocol*, std::uint32_t>;
-  std::map<group_key, std::vector<hold_registry::hold_check>> groups;
-  io_.use([&](route::router& router) {
-    for (auto& c : checks)
-      groups[{c.key.lock.protocol, router.shard_of(c.key.lock.name)}].push_back(std::move(c));
-  });
-  for (auto& [key, all] : groups) {
-    const lock_protocol& protocol = *key.first;
-    for (std::size_t begin = 0; begin < all.size(); begin += max_renewals_per_script) {
-      const std::size_t end = std::min(all.size(), begin + max_renewals_per_script);
-      std::vector<hold_registry::hold_check> batch(all.begin() + static_cast<std::ptrdiff_t>(begin),
-                                                   all.begin() + static_cast<std::ptrdiff_t>(end));
-      std::vector<renewal_target> targets;
-      targets.reserve(batch.size());
-      for (const auto& c : batch)
-        targets.push_back({c.key.lock.name, c.owner_field});
-      io_.eval(
-          protocol.check(targets),
-          [weak = weak_from_this(), batch, &protocol](std::error_code ec, reply r) mutable {
-            auto self = weak.lock();
-            if (!self) return;
-            try {
-              self->io_.post([weak, batch = std::move(batch), &protocol, ec, r = std::move(r)] {
-                if (auto dog = weak.lock()) dog->on_checked(batch, protocol, ec, r);
-              });
-            } catch (...) {
-              // Stopped: the client reported every hold.
-            }
-          },
-          true);
-    }
-  }
+  in_batches(
+      io_, std::move(checks), [](const hold_registry::hold_check& c) { return &c.key.lock; },
+      [this](const lock_protocol& protocol, std::vector<hold_registry::hold_check> batch) {
+        std::vector<renewal_target> targets;
+        targets.reserve(batch.size());
+        for (const auto& c : batch)
+          targets.push_back({c.key.lock.name, c.owner_field});
+        io_.eval(
+            protocol.check(targets),
+            back_on_io(weak_from_this(), io_, std::move(batch), protocol, &watchdog::on_checked),
+            true);
+      });
 }
 
 void watchdog::on_checked(const std::vector<hold_registry::hold_check>& batch,
@@ -122,46 +152,25 @@ void watchdog::on_checked(const std::vector<hold_registry::hold_check>& batch,
   fire_(lost);
 }
 
-void watchdog::send_renewals(const std::vector<lease::renewal>& due, bool urgent) {
-  // Group by (lock type, shard): one script touches one shard only.
-  using group_key = std::pair<const lock_protocol*, std::uint32_t>;
-  std::map<group_key, std::vector<lease::renewal>> groups;
-  io_.use([&](route::router& router) {
-    for (const lease::renewal& r : due) {
-      const hold_key* holder = holds_.registry.holder_of(r.id);
-      if (holder == nullptr) continue;
-      groups[{holder->lock.protocol, router.shard_of(r.key->name)}].push_back(r);
-    }
-  });
+void watchdog::send_renewals(std::vector<lease::renewal> due, bool urgent) {
   const auto lease = holds_.registry.watchdog_lease();
-  for (auto& [key, renewals] : groups) {
-    const lock_protocol& protocol = *key.first;
-    for (std::size_t begin = 0; begin < renewals.size(); begin += max_renewals_per_script) {
-      const std::size_t end = std::min(renewals.size(), begin + max_renewals_per_script);
-      std::vector<lease::renewal> batch(renewals.begin() + static_cast<std::ptrdiff_t>(begin),
-                                        renewals.begin() + static_cast<std::ptrdiff_t>(end));
-      std::vector<renewal_target> targets;
-      targets.reserve(batch.size());
-      for (const auto& r : batch)
-        targets.push_back({r.key->name, r.key->owner_field});
-      ++counters_.renewal_scripts;
-      io_.eval(
-          protocol.renew(targets, lease),
-          [weak = weak_from_this(), batch, &protocol](std::error_code ec, reply r) mutable {
-            auto self = weak.lock();
-            if (!self) return;
-            // Posted: on a stopped connection this runs at once, under the holds' mutex.
-            try {
-              self->io_.post([weak, batch = std::move(batch), &protocol, ec, r = std::move(r)] {
-                if (auto dog = weak.lock()) dog->on_renewed(batch, protocol, ec, r);
-              });
-            } catch (...) {
-              // Stopped: nobody renews any more.
-            }
-          },
-          urgent);
-    }
-  }
+  in_batches(
+      io_, std::move(due),
+      [this](const lease::renewal& r) {
+        const hold_key* holder = holds_.registry.holder_of(r.id);
+        return holder == nullptr ? nullptr : &holder->lock;
+      },
+      [&](const lock_protocol& protocol, std::vector<lease::renewal> batch) {
+        std::vector<renewal_target> targets;
+        targets.reserve(batch.size());
+        for (const auto& r : batch)
+          targets.push_back({r.key->name, r.key->owner_field});
+        ++counters_.renewal_scripts;
+        io_.eval(
+            protocol.renew(targets, lease),
+            back_on_io(weak_from_this(), io_, std::move(batch), protocol, &watchdog::on_renewed),
+            urgent);
+      });
 }
 
 void watchdog::on_renewed(const std::vector<lease::renewal>& batch, const lock_protocol& protocol,

@@ -70,7 +70,7 @@ class watchdog : public std::enable_shared_from_this<watchdog> {
  private:
   void tick();
   // With holds_.mutex held. `urgent`: ahead of every request not yet written.
-  void send_renewals(const std::vector<lease::renewal>& due, bool urgent);
+  void send_renewals(std::vector<lease::renewal> due, bool urgent);
   void send_checks(std::vector<hold_registry::hold_check> checks);
   void on_checked(const std::vector<hold_registry::hold_check>& batch,
                   const lock_protocol& protocol, std::error_code ec, const reply& r);
