@@ -634,7 +634,11 @@ TEST(Mutex, StatusShowsHoldersTtlTokenAndWaitingClients) {
   auto waiting = std::async(std::launch::async, [&] {
     mutex w = waiter.get_lock(name);
     const bool ok = w.try_lock_for(20s);
-    if (ok) w.unlock();
+    if (ok) {
+      w.unlock();
+      // unlock() does not wait; a later command on the same client runs after the release.
+      (void)waiter.command({"PING"});
+    }
     return ok;
   });
   // The waiter's subscription has no event to wait for from here: poll the status, bounded.
