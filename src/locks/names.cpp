@@ -1,8 +1,40 @@
 #include "locks/names.hpp"
 
+#include <array>
+#include <stdexcept>
+
+#include "core/hash_slot.hpp"
 #include "dlock/error.hpp"
 
 namespace dlock::locks {
+namespace {
+
+// For each slot, the smallest decimal number whose CRC16 lands there. Numbers up to 109757 are
+// needed to cover all 16384 slots; 7 bytes hold 6 digits and the terminating zero.
+using slot_tag_table = std::array<std::array<char, 7>, core::cluster_slots>;
+
+slot_tag_table make_slot_tags() {
+  slot_tag_table table{};
+  std::size_t filled = 0;
+  for (unsigned number = 0; filled < table.size(); ++number) {
+    const std::string text = std::to_string(number);
+    auto& entry = table[core::hash_slot(text)];
+    if (entry[0] != '\0') continue;
+    text.copy(entry.data(), entry.size() - 1);
+    ++filled;
+  }
+  return table;
+}
+
+std::string redisson_key(std::string_view prefix, std::string_view name) {
+  std::string key;
+  key.reserve(prefix.size() + name.size() + 3);
+  key.append(prefix).append(":");
+  if (name.find('{') != std::string_view::npos) return key.append(name);
+  return key.append("{").append(name).append("}");
+}
+
+}  // namespace
 
 void validate_lock_name(std::string_view name) {
   if (name.empty()) throw error(errc::invalid_argument, "empty lock name");
@@ -25,17 +57,30 @@ std::string printable_name(std::string_view name) {
   return std::string(name.substr(0, shown)) + "... (" + std::to_string(name.size()) + " bytes)";
 }
 
-std::string derived_key(std::string_view prefix, std::string_view name, std::string_view suffix) {
-  std::string key;
-  key.reserve(prefix.size() + name.size() + suffix.size() + 4);
-  key.append(prefix).append(":");
-  if (name.find('{') != std::string_view::npos) {
-    key.append(name);
-  } else {
-    key.append("{").append(name).append("}");
+std::string_view slot_tag(std::uint16_t slot) {
+  static const slot_tag_table table = make_slot_tags();
+  if (slot >= table.size()) {
+    throw std::out_of_range("slot " + std::to_string(slot) + " is not a cluster slot");
   }
-  if (!suffix.empty()) key.append(":").append(suffix);
-  return key;
+  return table[slot].data();
+}
+
+std::string derived_key(std::string_view prefix, std::string_view name, std::string_view suffix) {
+  const std::string_view colon_suffix = suffix.empty() ? "" : ":";
+  // 1. Redisson's form, kept whenever it is right: Redisson clients then share the channel.
+  std::string key = redisson_key(prefix, name).append(colon_suffix).append(suffix);
+  const std::uint16_t slot = core::hash_slot(name);
+  if (core::hash_slot(key) == slot) return key;
+  key.clear();
+  key.append(prefix).append(":{");
+  if (!name.empty() && name.find('}') == std::string_view::npos) {
+    // 2. N has no '}', so N hashes whole and a {N} tag holds exactly N.
+    key.append(name).append("}");
+  } else {
+    // 3. A '}' in N would end a {N} tag early: tag the slot's number instead.
+    key.append(slot_tag(slot)).append("}:").append(name);
+  }
+  return key.append(colon_suffix).append(suffix);
 }
 
 }  // namespace dlock::locks

@@ -1,11 +1,25 @@
 // src/locks/names.hpp
 //
 // Lock names and the keys derived from them. A lock named N lives in the hash N; its unlock channel
-// and its helper keys carry N inside braces, as Redisson does ("redisson_lock__channel:{N}"), so
-// Redis Cluster keeps them in N's slot and Redisson clients hear the same channel. When N already
-// contains '{' it is used as it is (Redisson's rule): N's own hash tag then decides the slot.
+// and its fencing counter must hash to N's Redis Cluster slot, or a script touching N and them is
+// refused with CROSSSLOT and a waiter would listen on another node than the one that publishes.
+//
+// The derived key of N for a prefix P is the first of these that lands in N's slot:
+//
+//   1. Redisson's form (`RedissonObject.prefixName`): P:{N}, or P:N when N contains '{'. Every
+//      ordinary name lands here ("orders:42" -> P:{orders:42}, "{tenant7}:orders" ->
+//      P:{tenant7}:orders, "a{b}c" -> P:a{b}c), so Redisson clients hear the same channel.
+//   2. When N has no '}': P:{N}. Redisson's P:N is wrong for "a{b" or "{": with no '}' after the
+//      '{' the whole, longer key is hashed; P:{N} makes N itself the tag.
+//   3. Otherwise: P:{T}:N, where T = slot_tag(hash_slot(N)), a short decimal number whose slot is
+//      N's. Redisson's form is wrong for "{}x", "foo{}{bar}" (an empty tag hashes the whole key),
+//      "a}b" (P:{a}b} has the tag "a") or "}{"; P:{N} would end its tag at N's first '}'.
+//
+// P must contain no braces, so the first '{' of every derived key is the one put there here. The
+// rule is part of the wire format (every client must derive the same keys): never change it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -21,16 +35,28 @@ void validate_lock_name(std::string_view name);
 // `name` as error messages show it: whole when short, else its start and its length in bytes.
 std::string printable_name(std::string_view name);
 
-// prefix + ":" + "{N}" (or N when it contains '{') + (suffix empty ? "" : ":" + suffix).
+// slot_tag()
+//
+// The smallest non-negative decimal number (as text, no braces, at most 6 digits) whose cluster
+// slot is `slot`; every slot in [0, 16384) has one. Throws std::out_of_range for slot >= 16384.
+// The table behind it is built once, on first use (under a millisecond); thread-safe.
+std::string_view slot_tag(std::uint16_t slot);
+
+// derived_key()
+//
+// The key derived from the lock name `name` for `prefix` (see the rule at the top of this file),
+// followed by ":" + suffix when suffix is not empty. Its hash slot is always hash_slot(name).
+// `prefix` and `suffix` must contain no braces; `name` should be a valid lock name (not empty).
 std::string derived_key(std::string_view prefix, std::string_view name,
                         std::string_view suffix = {});
 
-// "redisson_lock__channel:{N}": where unlocks of N are announced.
+// "redisson_lock__channel:{N}" for ordinary names: where unlocks of N are announced.
 inline std::string unlock_channel(std::string_view name) {
   return derived_key("redisson_lock__channel", name);
 }
 
-// The counter that hands out N's fencing tokens. It has no TTL: tokens must never go back.
+// "dlock:fence:{N}" for ordinary names: the counter that hands out N's fencing tokens. It has no
+// TTL: tokens must never go back.
 inline std::string fence_key(std::string_view name) {
   return derived_key("dlock:fence", name);
 }

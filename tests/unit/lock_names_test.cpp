@@ -2,10 +2,25 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/hash_slot.hpp"
 #include "dlock/error.hpp"
+#include "support/lock_name_cases.hpp"
 
 namespace dlock::locks {
 namespace {
+
+using core::hash_slot;
+
+// Redisson's RedissonObject.prefixName: what every ordinary name must still derive.
+std::string redisson_form(std::string_view prefix, std::string_view name) {
+  const std::string n(name);
+  if (n.find('{') != std::string::npos) return std::string(prefix) + ":" + n;
+  return std::string(prefix) + ":{" + n + "}";
+}
 
 errc rejection(std::string_view name) {
   try {
@@ -39,6 +54,108 @@ TEST(LockNames, RedissonChannelName) {
 TEST(LockNames, DerivedKeysShareTheLocksHashTag) {
   EXPECT_EQ(fence_key("anyLock"), "dlock:fence:{anyLock}");
   EXPECT_EQ(fence_key("orders:{42}"), "dlock:fence:orders:{42}");
+}
+
+TEST(LockNames, OrdinaryNamesKeepRedissonsForm) {
+  EXPECT_EQ(unlock_channel("orders:42"), "redisson_lock__channel:{orders:42}");
+  EXPECT_EQ(fence_key("orders:42"), "dlock:fence:{orders:42}");
+  EXPECT_EQ(unlock_channel("{tenant7}:orders"), "redisson_lock__channel:{tenant7}:orders");
+  EXPECT_EQ(fence_key("{tenant7}:orders"), "dlock:fence:{tenant7}:orders");
+  EXPECT_EQ(unlock_channel("a{b}c"), "redisson_lock__channel:a{b}c");
+  EXPECT_EQ(fence_key("a{b}c"), "dlock:fence:a{b}c");
+}
+
+TEST(LockNames, OpenBraceWithoutCloseIsTaggedWhole) {
+  // Redisson's "prefix:a{b" would hash the whole longer key.
+  EXPECT_EQ(unlock_channel("a{b"), "redisson_lock__channel:{a{b}");
+  EXPECT_EQ(fence_key("a{b"), "dlock:fence:{a{b}");
+  EXPECT_EQ(unlock_channel("{"), "redisson_lock__channel:{{}");
+  EXPECT_EQ(fence_key("{{{"), "dlock:fence:{{{{}");
+}
+
+TEST(LockNames, NamesWithACloseBraceRedissonGetsWrongCarryTheSlotsTag) {
+  for (const std::string name : {"{}x", "foo{}{bar}", "a}b", "}{", "}", "{}", "}}}", "x{}{}{}"}) {
+    const std::string tag(slot_tag(hash_slot(name)));
+    EXPECT_EQ(unlock_channel(name), "redisson_lock__channel:{" + tag + "}:" + name) << name;
+    EXPECT_EQ(fence_key(name), "dlock:fence:{" + tag + "}:" + name) << name;
+  }
+  // Spelled out once, so that a change of the rule (a wire format) cannot pass unnoticed.
+  EXPECT_EQ(hash_slot("{}x"), 10595);
+  EXPECT_EQ(slot_tag(10595), "19354");
+  EXPECT_EQ(unlock_channel("{}x"), "redisson_lock__channel:{19354}:{}x");
+}
+
+TEST(LockNames, EveryCaseSharesTheNamesSlot) {
+  for (const std::string& name : test::lock_name_cases()) {
+    const std::uint16_t slot = hash_slot(name);
+    EXPECT_EQ(hash_slot(unlock_channel(name)), slot) << name << " -> " << unlock_channel(name);
+    EXPECT_EQ(hash_slot(fence_key(name)), slot) << name << " -> " << fence_key(name);
+    EXPECT_EQ(hash_slot(derived_key("p", name, "suffix")), slot) << name;
+  }
+}
+
+TEST(LockNames, SuffixFollowsTheKey) {
+  EXPECT_EQ(derived_key("p", "orders:42", "s"), "p:{orders:42}:s");
+  EXPECT_EQ(derived_key("p", "a{b}c", "s"), "p:a{b}c:s");
+  EXPECT_EQ(derived_key("p", "a{b", "s"), "p:{a{b}:s");
+  EXPECT_EQ(derived_key("p", "a}b", "s"),
+            "p:{" + std::string(slot_tag(hash_slot("a}b"))) + "}:a}b:s");
+}
+
+TEST(LockNames, EverySlotHasTheSmallestNumberAsTag) {
+  std::vector<std::string> smallest(core::cluster_slots);
+  std::size_t filled = 0;
+  for (unsigned number = 0; filled < smallest.size(); ++number) {
+    const std::string text = std::to_string(number);
+    std::string& entry = smallest[hash_slot(text)];
+    if (entry.empty()) {
+      entry = text;
+      ++filled;
+    }
+  }
+  for (std::uint16_t slot = 0; slot < core::cluster_slots; ++slot) {
+    const std::string_view tag = slot_tag(slot);
+    ASSERT_EQ(tag, smallest[slot]) << slot;
+    ASSERT_EQ(hash_slot(tag), slot);
+    ASSERT_LE(tag.size(), 6U);
+    ASSERT_EQ(tag.find_first_of("{}"), std::string_view::npos);
+  }
+  EXPECT_THROW(slot_tag(core::cluster_slots), std::out_of_range);
+}
+
+// Random names over an alphabet heavy in braces: the derived keys always share the name's slot,
+// and whenever Redisson's form is right (always for names without braces or with their own tag)
+// it is the form used.
+TEST(LockNames, PropertyDerivedKeysShareTheSlotAndKeepRedissonsFormWhenRight) {
+  std::mt19937 random(20240611);
+  const std::string alphabet = "{{{}}}ab:x-\xe5\xba\x93";
+  std::uniform_int_distribution<std::size_t> length(1, 24);
+  std::uniform_int_distribution<std::size_t> pick(0, alphabet.size() - 1);
+  int redisson = 0;
+  int other = 0;
+  for (int i = 0; i < 200000; ++i) {
+    std::string name(length(random), ' ');
+    for (char& c : name)
+      c = alphabet[pick(random)];
+    const std::uint16_t slot = hash_slot(name);
+    for (const std::string_view prefix : {"redisson_lock__channel", "dlock:fence"}) {
+      const std::string key = derived_key(prefix, name);
+      ASSERT_EQ(hash_slot(key), slot) << name << " -> " << key;
+      const std::string compatible = redisson_form(prefix, name);
+      const bool ordinary = name.find_first_of("{}") == std::string::npos ||
+                            core::hash_tag_or_key(name) != std::string_view(name);
+      if (ordinary || hash_slot(compatible) == slot) {
+        ASSERT_EQ(key, compatible) << name;
+        ++redisson;
+      } else {
+        ASSERT_NE(key, compatible) << name;
+        ++other;
+      }
+    }
+  }
+  // Both branches ran many times, so the property says something about each.
+  EXPECT_GT(redisson, 10000);
+  EXPECT_GT(other, 10000);
 }
 
 }  // namespace
