@@ -1,11 +1,15 @@
 // dlock/options.hpp
 //
 // How a client reaches and talks to a Redis server. Build it field by field, or parse a URL:
-//   redis://[[user]:password@]host[:port][/db]     plain TCP (port 6379 by default)
-//   rediss://[[user]:password@]host[:port][/db]    TLS, verifying the server against the system's
-//                                                  CA store or tls.ca_file
-//   unix:///path/to/redis.sock[?db=N]              a unix socket
+//   redis://[[user]:password@]host[:port][,host2[:port2]...][/db]
+//                                 plain TCP (port 6379 by default)
+//   rediss://...                  the same over TLS, verifying the servers against the system's
+//                                 CA store or tls.ca_file
+//   unix:///path/to/redis.sock[?db=N]    a unix socket
 // User and password may be percent-encoded. IPv6 hosts go in brackets: redis://[::1]:6379.
+// Several hosts name one deployment (the nodes of a Redis Cluster, say): the first that answers
+// is used, and every setting (TLS, user, password) applies to each. Whether the deployment is one
+// server or a Redis Cluster is asked of the server, not configured.
 #pragma once
 
 #include <chrono>
@@ -13,6 +17,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlock/lock_options.hpp"
 
@@ -27,9 +32,19 @@ struct tls_options {
   std::string server_name;  // SNI and the name to verify; empty: the host
 };
 
+struct server_address {
+  std::string host;
+  std::uint16_t port = 6379;
+
+  friend bool operator==(const server_address&, const server_address&) = default;
+};
+
 struct client_options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
+  // More addresses of the same deployment, tried in order when host:port does not answer (on a
+  // Redis Cluster, any node is a seed: the others are learnt from it). Not with unix_path.
+  std::vector<server_address> more_hosts;
   std::string unix_path;  // when not empty, connect to this socket instead of host:port
   tls_options tls;
 
@@ -66,6 +81,8 @@ struct client_options {
 
   // "127.0.0.1:6379" or "unix:/path": for messages.
   std::string endpoint() const;
+  // Every TCP address in order: host:port, then more_hosts.
+  std::vector<server_address> addresses() const;
 };
 
 }  // namespace dlock

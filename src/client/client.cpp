@@ -13,7 +13,7 @@
 #include "net/transport.hpp"
 #include "pubsub/subscriber.hpp"
 #include "route/router.hpp"
-#include "topology/standalone.hpp"
+#include "topology/deployment.hpp"
 
 namespace dlock {
 namespace {
@@ -33,10 +33,11 @@ void check_command(std::span<const std::string_view> args) {
   if (args.empty() || args.front().empty()) throw error(errc::invalid_argument, "empty command");
 }
 
-// The target a command is routed by: its first argument after the name (right for the commands
-// dlock sends; a command without one goes to any master).
+// The target a command is routed by: its first key (see route::keys_of); a command without
+// one goes to any master.
 route::target target_of(std::span<const std::string_view> args) {
-  return args.size() > 1 ? route::target::key(args[1]) : route::target::any_master();
+  const std::vector<std::string_view> keys = route::keys_of(args);
+  return keys.empty() ? route::target::any_master() : route::target::key(keys.front());
 }
 
 // The options as the client uses them: the milestone-1 lock fields, when a program still sets
@@ -62,8 +63,8 @@ struct client::impl {
       : options(effective(std::move(o))),
         tls_context(options.tls.enabled ? net::make_tls_context(options.tls) : nullptr),
         work(asio::make_work_guard(io)),
-        router(std::make_unique<topology::standalone>(io, options, tls_context,
-                                                      reentrant().scripts())),
+        router(io, std::make_unique<topology::deployment>(io, options, tls_context,
+                                                          reentrant().scripts())),
         locks(locks::lock_engine::create(io, router, options.locks, options.request_timeout)),
         io_thread([this] { io.run(); }) {
     locks->io().set_io_thread(io_thread.get_id());
@@ -105,6 +106,10 @@ client::client(client_options options) {
   }
   if (options.unix_path.empty() && options.host.empty()) {
     throw error(errc::invalid_argument, "no host and no unix socket path");
+  }
+  for (const server_address& a : options.more_hosts) {
+    if (a.host.empty() || a.port == 0)
+      throw error(errc::invalid_argument, "an empty host or port 0 in more_hosts");
   }
   core::watch_forks();
   impl_ = std::make_unique<impl>(std::move(options));

@@ -79,6 +79,33 @@ void parse_query(std::string_view query, client_options& o) {
   }
 }
 
+// "host[:port]" or "[v6]:port".
+server_address parse_host_port(std::string_view authority) {
+  server_address address;
+  std::string_view port;
+  if (!authority.empty() && authority.front() == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) bad_url("unterminated IPv6 address");
+    address.host = std::string(authority.substr(1, close - 1));
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') bad_url("junk after IPv6 address");
+      port = after.substr(1);
+      if (port.empty()) bad_url("empty port");
+    }
+  } else {
+    const auto colon = authority.find(':');
+    address.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port = authority.substr(colon + 1);
+      if (port.empty()) bad_url("empty port");
+    }
+  }
+  if (address.host.empty()) bad_url("missing host");
+  if (!port.empty()) address.port = parse_number<std::uint16_t>(port, 1, 65535, "port");
+  return address;
+}
+
 }  // namespace
 
 client_options client_options::from_url(std::string_view url) {
@@ -122,30 +149,30 @@ client_options client_options::from_url(std::string_view url) {
     authority = authority.substr(at + 1);
   }
 
-  std::string_view port;
-  if (!authority.empty() && authority.front() == '[') {
-    const auto close = authority.find(']');
-    if (close == std::string_view::npos) bad_url("unterminated IPv6 address");
-    o.host = std::string(authority.substr(1, close - 1));
-    const std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') bad_url("junk after IPv6 address");
-      port = after.substr(1);
-      if (port.empty()) bad_url("empty port");
+  if (authority.empty()) bad_url("missing host");
+  bool first = true;
+  while (true) {
+    const auto comma = authority.find(',');
+    const server_address address = parse_host_port(authority.substr(0, comma));
+    if (first) {
+      o.host = address.host;
+      o.port = address.port;
+      first = false;
+    } else {
+      o.more_hosts.push_back(address);
     }
-  } else {
-    const auto colon = authority.find(':');
-    o.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      port = authority.substr(colon + 1);
-      if (port.empty()) bad_url("empty port");
-    }
+    if (comma == std::string_view::npos) break;
+    authority = authority.substr(comma + 1);
   }
-  if (o.host.empty()) bad_url("missing host");
-  if (!port.empty()) o.port = parse_number<std::uint16_t>(port, 1, 65535, "port");
   if (!path.empty()) o.database = parse_database(path);
   parse_query(query, o);
   return o;
+}
+
+std::vector<server_address> client_options::addresses() const {
+  std::vector<server_address> all{{host, port}};
+  all.insert(all.end(), more_hosts.begin(), more_hosts.end());
+  return all;
 }
 
 std::string client_options::endpoint() const {

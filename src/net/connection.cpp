@@ -105,6 +105,57 @@ void connection::send(std::span<const std::string_view> args, completion done,
   }
 }
 
+void connection::send_asking(std::span<const std::string_view> args, completion done,
+                             std::chrono::milliseconds timeout) {
+  static constexpr std::string_view asking[] = {"ASKING"};
+  const auto deadline = clock::now() + timeout;
+  bool kick_writer = false;
+  bool rearm_timer = false;
+  bool connect_now = false;
+  completion refused;
+  {
+    std::lock_guard lock(mutex_);
+    if (state_ == state::stopped) {
+      refused = std::move(done);
+    } else {
+      if (state_ == state::waiting_to_reconnect) {
+        state_ = state::connecting;
+        connect_now = true;
+      }
+      queue_.push(asking, nullptr, deadline);
+      queue_.push(args, std::move(done), deadline);
+      if (deadline < armed_deadline_) {
+        armed_deadline_ = deadline;
+        rearm_timer = true;
+      }
+      if (state_ == state::ready && !write_scheduled_) {
+        write_scheduled_ = true;
+        kick_writer = true;
+      }
+    }
+  }
+  if (refused) {
+    refused(make_error_code(errc::client_stopped), reply::make_error("the client was stopped"));
+    return;
+  }
+  if (kick_writer || rearm_timer || connect_now) {
+    asio::post(io_, [self = shared_from_this(), kick_writer, rearm_timer, connect_now] {
+      if (rearm_timer) self->arm_timeout_timer();
+      if (kick_writer) self->write();
+      if (connect_now) self->connect_soon();
+    });
+  }
+}
+
+const client_options& connection::current_address() const noexcept {
+  const std::size_t i = address_index_.load(std::memory_order_relaxed);
+  return i == 0 || i > alternatives_.size() ? options_ : *alternatives_[i - 1];
+}
+
+std::string connection::endpoint() const {
+  return current_address().endpoint();
+}
+
 void connection::send_unmatched(std::span<const std::string_view> args) {
   std::string encoded;
   resp::append_command(encoded, args);
@@ -140,7 +191,7 @@ void connection::connect() {
   received_since_tick_ = false;
   ping_outstanding_ = false;
 
-  transport_ = std::make_shared<transport>(io_, options_, tls_context_);
+  transport_ = std::make_shared<transport>(io_, current_address(), tls_context_);
   connect_timer_.expires_after(options_.connect_timeout);
   connect_timer_.async_wait([self = shared_from_this(), generation](std::error_code ec) {
     if (ec || generation != self->generation_) return;
@@ -188,6 +239,11 @@ void connection::on_transport_connected(std::uint64_t generation) {
   resp::append_command(
       bytes, {"CLIENT", "SETNAME", options_.client_name.empty() ? "dlock" : options_.client_name});
   handshake_steps_.push_back(handshake_step::optional);
+  if (!probe_args_.empty()) {
+    std::vector<std::string_view> probe(probe_args_.begin(), probe_args_.end());
+    resp::append_command(bytes, probe);
+    handshake_steps_.push_back(handshake_step::probe);
+  }
   for (const std::string_view source : preload_scripts_) {
     resp::append_command(bytes, {"SCRIPT", "LOAD", source});
     handshake_steps_.push_back(handshake_step::optional);
@@ -218,6 +274,7 @@ void connection::on_transport_connected(std::uint64_t generation) {
 void connection::on_handshake_reply(const reply& r) {
   const handshake_step step = handshake_steps_[handshake_steps_.size() - handshake_remaining_];
   --handshake_remaining_;
+  if (step == handshake_step::probe && on_probe_) on_probe_(r);
   if (r.is_error() && !handshake_error_) {
     const bool auth_problem = step == handshake_step::auth || starts_with(r.str, "NOAUTH") ||
                               starts_with(r.str, "WRONGPASS");
@@ -235,6 +292,7 @@ void connection::on_handshake_reply(const reply& r) {
 
 void connection::on_ready() {
   connecting_ = false;
+  failures_in_a_row_ = 0;
   connect_timer_.cancel();
   backoff_.reset();
   bool kick_writer = false;
@@ -256,7 +314,13 @@ void connection::on_connect_failed(std::error_code ec, const std::string& detail
   connecting_ = false;
   if (transport_) transport_->close();
   connect_timer_.cancel();
-  const std::string message = options_.endpoint() + ": " + detail;
+  const std::string message = current_address().endpoint() + ": " + detail;
+  ++failures_in_a_row_;
+  if (!alternatives_.empty()) {
+    address_index_.store((address_index_.load() + 1) % (alternatives_.size() + 1));
+    // Another address may answer: try it at once, while queued requests wait.
+    if (failures_in_a_row_ % (alternatives_.size() + 1) != 0) return connect();
+  }
   finished_list failed;
   {
     std::lock_guard lock(mutex_);
@@ -284,7 +348,8 @@ void connection::on_link_error(std::error_code ec, const std::string& detail) {
     if (state_ == state::stopped) return;
     state_ = state::connecting;
     write_scheduled_ = false;
-    queue_.fail_written(ec, "connection to " + options_.endpoint() + " lost: " + detail, failed);
+    queue_.fail_written(ec, "connection to " + current_address().endpoint() + " lost: " + detail,
+                        failed);
     if (mode_ == mode::push) {
       // Stale SUBSCRIBE/UNSUBSCRIBE bytes; the link handler sends the full set when back up.
       finished_list none;

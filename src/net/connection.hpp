@@ -63,6 +63,20 @@ class connection : public std::enable_shared_from_this<connection> {
   void set_preload_scripts(std::vector<std::string_view> sources) {
     preload_scripts_ = std::move(sources);
   }
+  // One more command in every handshake, whose reply (an error too) goes to `on_reply` on the
+  // I/O thread before the link is ready and before any queued request is written. The topology
+  // asks here what kind of deployment the server belongs to.
+  using probe_handler = std::function<void(const reply& r)>;
+  void set_handshake_probe(std::vector<std::string> args, probe_handler on_reply) {
+    probe_args_ = std::move(args);
+    on_probe_ = std::move(on_reply);
+  }
+  // Other addresses of the same deployment (each a copy of the options with its host and port).
+  // When an attempt fails, the next address is tried at once; queued requests fail, and backoff
+  // applies, only when every address failed in a row.
+  void set_alternatives(std::vector<std::shared_ptr<const client_options>> alternatives) {
+    alternatives_ = std::move(alternatives);
+  }
 
   // Begins connecting. Call once.
   void start();
@@ -77,11 +91,20 @@ class connection : public std::enable_shared_from_this<connection> {
   void send(std::span<const std::string_view> args, completion done,
             std::chrono::milliseconds timeout, bool urgent = false);
 
+  // Queues ASKING and then `args`, next to each other in the stream (a Redis Cluster ASK
+  // redirection: the target node serves the importing slot to the one command after ASKING).
+  // `done` gets the reply to `args`.
+  void send_asking(std::span<const std::string_view> args, completion done,
+                   std::chrono::milliseconds timeout);
+
   // Push mode: queues a command whose answers arrive as push messages. Dropped if the link is
   // lost before it is written; the link handler is told, so the caller can send again.
   void send_unmatched(std::span<const std::string_view> args);
 
   const client_options& options() const noexcept { return options_; }
+  // The address this connection uses now (or tries next): options() or an alternative.
+  const client_options& current_address() const noexcept;
+  std::string endpoint() const;
 
  private:
   enum class state { connecting, ready, waiting_to_reconnect, stopped };
@@ -112,6 +135,9 @@ class connection : public std::enable_shared_from_this<connection> {
   push_handler on_push_;
   link_handler on_link_;
   std::vector<std::string_view> preload_scripts_;
+  std::vector<std::string> probe_args_;
+  probe_handler on_probe_;
+  std::vector<std::shared_ptr<const client_options>> alternatives_;
 
   // Shared with user threads, guarded by mutex_.
   std::mutex mutex_;
@@ -121,9 +147,11 @@ class connection : public std::enable_shared_from_this<connection> {
   clock::time_point armed_deadline_ = clock::time_point::max();
 
   // I/O thread only.
-  std::uint64_t generation_ = 0;      // bumps on every new link; stale callbacks compare and leave
-  bool connecting_ = false;           // an attempt is under way
-  clock::time_point last_attempt_{};  // when the last attempt began
+  std::uint64_t generation_ = 0;  // bumps on every new link; stale callbacks compare and leave
+  std::atomic<std::size_t> address_index_{0};  // 0: options_; i: alternatives_[i - 1]
+  std::size_t failures_in_a_row_ = 0;          // attempts failed since the last ready link
+  bool connecting_ = false;                    // an attempt is under way
+  clock::time_point last_attempt_{};           // when the last attempt began
   std::shared_ptr<transport> transport_;
   resp::parser parser_;
   std::vector<char> read_buffer_;
@@ -131,7 +159,7 @@ class connection : public std::enable_shared_from_this<connection> {
   std::string write_buffer_;  // owned by the write in flight while writing_
   bool writing_ = false;
   std::size_t handshake_remaining_ = 0;
-  enum class handshake_step { auth, select, optional };
+  enum class handshake_step { auth, select, probe, optional };
   std::vector<handshake_step> handshake_steps_;
   std::error_code handshake_error_;
   std::string handshake_error_detail_;

@@ -1,12 +1,18 @@
 // src/pubsub/subscriber.hpp
 //
-// One subscriber connection per server multiplexes every channel the process listens to. Each
-// channel is subscribed once, however many listeners it has (reference counting), unsubscribed
-// with its last listener, and subscribed again after every reconnect.
+// The process's subscriptions: each channel is subscribed once, however many listeners it has
+// (reference counting), unsubscribed with its last listener, and subscribed again after every
+// reconnect.
+//
+// Two flavours. Classic: SUBSCRIBE on one connection to one server (on a Redis Cluster any node
+// hears every PUBLISH). Sharded: SSUBSCRIBE on a connection to the node that owns the channel's
+// slot, one connection per node, as a locator says; when the slot map changes (relocate()), when
+// a node refuses with MOVED or drops the channel itself (a server-sent sunsubscribe after the
+// slot moved), the channel is subscribed again on its owner.
 //
 // Listeners run on the I/O thread and must not block. A listener's on_subscribed runs when the
-// server has confirmed the subscription, and again after every reconnect: messages published
-// while the link was down are lost, so a listener waiting for an event re-checks state then.
+// server has confirmed the subscription, and again after every reconnect or move: messages
+// published meanwhile are lost, so a listener waiting for an event re-checks state then.
 #pragma once
 
 #include <asio.hpp>
@@ -29,10 +35,26 @@ struct listener {
   std::function<void()> on_subscribed;
 };
 
+// A server to subscribe on: a key naming it ("host:port") and how to reach it.
+struct node_ref {
+  std::string key;
+  std::shared_ptr<const client_options> options;
+  std::vector<std::shared_ptr<const client_options>> alternatives;  // see connection
+};
+
 class subscriber : public std::enable_shared_from_this<subscriber> {
  public:
-  subscriber(asio::io_context& io, const client_options& options,
-             std::shared_ptr<asio::ssl::context> tls_context);
+  enum class flavour { classic, sharded };
+  // Where a channel is subscribed. Called with the subscriber's mutex held: it must not call
+  // back into the subscriber.
+  using locator = std::function<node_ref(std::string_view channel)>;
+  // Told (on the I/O thread) of what a sharded subscription met: a MOVED error (its text), or
+  // a channel the server dropped (text empty). The topology refreshes its map and calls
+  // relocate().
+  using trouble_handler = std::function<void(const std::string& error_text, const node_ref& at)>;
+
+  subscriber(asio::io_context& io, std::shared_ptr<asio::ssl::context> tls_context, flavour f,
+             locator locate, trouble_handler on_trouble = {});
   ~subscriber();
 
   // Adds a listener; returns its id for remove(). Thread-safe. The first listener of a channel
@@ -44,28 +66,44 @@ class subscriber : public std::enable_shared_from_this<subscriber> {
   // returns, the listener is not called again unless a call is already running on the I/O thread.
   void remove(std::uint64_t id);
 
+  // Asks the locator again for every channel; moves those whose node changed and subscribes
+  // again those a server dropped. Thread-safe.
+  void relocate();
+
   void stop();
 
  private:
   struct channel_state {
     std::map<std::uint64_t, std::shared_ptr<listener>> listeners;
     std::uint32_t awaiting_confirmations = 0;  // SUBSCRIBE commands sent and not yet confirmed
+    std::string node;                          // the node it is (to be) subscribed on
+    bool dropped = false;                      // the server said it is no longer subscribed there
+  };
+  struct link {
+    std::shared_ptr<net::connection> connection;
+    node_ref node;
+    bool up = false;
   };
 
-  void ensure_started();  // with mutex_ held
-  void on_link(bool up);
-  void on_push(reply message);
+  // All with mutex_ held.
+  link& ensure_link(const node_ref& node);
+  void send_subscribe(link& l, const std::string& channel, channel_state& state);
+  void send_unsubscribe(link& l, const std::string& channel);
+  void retire_unused_links();
+
+  void on_link(const std::string& node, bool up);
+  void on_push(const std::string& node, reply message);
 
   asio::io_context& io_;
-  const client_options& options_;
   std::shared_ptr<asio::ssl::context> tls_context_;
-  std::shared_ptr<net::connection> link_;
+  const flavour flavour_;
+  locator locate_;
+  trouble_handler on_trouble_;
 
   mutable std::mutex mutex_;
-  bool started_ = false;
   bool stopped_ = false;
-  bool link_up_ = false;  // the subscriber connection is ready (set on the I/O thread)
   std::uint64_t next_id_ = 1;
+  std::unordered_map<std::string, link> links_;
   std::unordered_map<std::string, channel_state> channels_;
   std::unordered_map<std::uint64_t, std::string> channel_of_;
 };

@@ -1,27 +1,142 @@
 #include "route/router.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/hash_slot.hpp"
 #include "dlock/error.hpp"
+#include "topology/slot_map.hpp"
 
 namespace dlock::route {
 namespace {
 
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// A request follows at most this many MOVED/ASK replies: more means the map keeps changing
+// under it (or a misconfigured cluster sends it in circles).
+constexpr int max_redirections = 5;
+// TRYAGAIN, CLUSTERDOWN and unreachable nodes: the first retry after this, doubling to the cap,
+// while the request's timeout allows.
+constexpr milliseconds first_retry_delay{20};
+constexpr milliseconds retry_delay_cap{200};
+
+bool starts_with(const std::string& s, std::string_view prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
 bool is_noscript(std::error_code ec, const reply& r) {
-  return ec == errc::server_error && r.str.compare(0, 8, "NOSCRIPT") == 0;
+  return ec == errc::server_error && starts_with(r.str, "NOSCRIPT");
+}
+
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+bool is_one_of(std::string_view name, std::initializer_list<std::string_view> names) {
+  return std::any_of(names.begin(), names.end(),
+                     [&](std::string_view n) { return equals_ignoring_case(name, n); });
 }
 
 }  // namespace
 
-net::connection& router::connection_for(target to) {
+std::vector<std::string_view> keys_of(std::span<const std::string_view> args) {
+  if (args.size() < 2) return {};
+  const std::string_view name = args[0];
+  if (is_one_of(name, {"EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"})) {
+    std::size_t count = 0;
+    if (args.size() > 2) {
+      for (const char c : args[2]) {
+        if (c < '0' || c > '9') return {};
+        count = std::min(count * 10 + static_cast<std::size_t>(c - '0'), args.size());
+      }
+    }
+    const std::size_t end = std::min(args.size(), 3 + count);
+    return {args.begin() + std::min<std::size_t>(3, end), args.begin() + end};
+  }
+  if (is_one_of(name,
+                {"DEL", "UNLINK", "EXISTS", "TOUCH", "MGET", "WATCH", "SINTER", "SUNION", "SDIFF",
+                 "SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE", "PFCOUNT", "PFMERGE"})) {
+    return {args.begin() + 1, args.end()};
+  }
+  if (is_one_of(name, {"MSET", "MSETNX"})) {
+    std::vector<std::string_view> keys;
+    for (std::size_t i = 1; i < args.size(); i += 2)
+      keys.push_back(args[i]);
+    return keys;
+  }
+  if (args.size() > 2 && is_one_of(name, {"RENAME", "RENAMENX", "COPY", "SMOVE", "LMOVE",
+                                          "RPOPLPUSH", "BLMOVE", "BRPOPLPUSH"})) {
+    return {args[1], args[2]};
+  }
+  return {args[1]};
+}
+
+// One request on its way through redirections and retries (cluster only).
+struct router::request {
+  std::vector<std::string> args;  // owned: sent again after a redirection
+  std::string routing_key;
+  bool any_master = false;
+  std::string script_source;  // not empty: an EVALSHA that may fall back to EVAL
+  net::completion done;
+  clock::time_point deadline;
+  bool urgent = false;
+  bool asking = false;  // the current try follows an ASK
+  int redirections = 0;
+  int retries = 0;
+  std::error_code last_error;
+  reply last_reply;
+
+  target to() const { return any_master ? target::any_master() : target::key(routing_key); }
+  void finish(std::error_code ec, reply r) {
+    if (done) std::exchange(done, nullptr)(ec, std::move(r));
+  }
+};
+
+void router::check_same_slot(std::span<const std::string_view> keys) const {
+  if (mode() != topology::mode::cluster || keys.size() < 2) return;
+  const std::uint16_t first = core::hash_slot(keys.front());
+  for (const std::string_view k : keys.subspan(1)) {
+    const std::uint16_t slot = core::hash_slot(k);
+    if (slot == first) continue;
+    throw error(errc::invalid_argument,
+                "the keys of one command must share a hash slot on a Redis Cluster: '" +
+                    std::string(keys.front().substr(0, 64)) + "' is in slot " +
+                    std::to_string(first) + ", '" + std::string(k.substr(0, 64)) + "' in slot " +
+                    std::to_string(slot) + " (give them one {hash tag})");
+  }
+}
+
+std::shared_ptr<net::connection> router::connection_for(target to) {
   return to.is_any_master() ? servers_->any_master() : servers_->master_for(to.routing_key());
 }
 
 void router::send(target to, std::span<const std::string_view> args, net::completion done,
                   std::chrono::milliseconds timeout, bool urgent) {
-  connection_for(to).send(args, std::move(done), timeout, urgent);
+  if (mode() == topology::mode::single) {
+    connection_for(to)->send(args, std::move(done), timeout, urgent);
+    return;
+  }
+  try {
+    check_same_slot(keys_of(args));
+  } catch (const error& e) {
+    if (done) done(e.code(), reply::make_error(e.what()));
+    return;
+  }
+  auto r = std::make_shared<request>();
+  r->args.assign(args.begin(), args.end());
+  r->routing_key = std::string(to.routing_key());
+  r->any_master = to.is_any_master();
+  r->done = std::move(done);
+  r->deadline = clock::now() + timeout;
+  r->urgent = urgent;
+  dispatch(r, connection_for(to), false);
 }
 
 void router::eval(target to, const script& s, std::span<const std::string_view> keys,
@@ -35,10 +150,29 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
   owned->emplace_back(std::to_string(keys.size()));
   owned->insert(owned->end(), keys.begin(), keys.end());
   owned->insert(owned->end(), args.begin(), args.end());
-  std::vector<std::string_view> views(owned->begin(), owned->end());
 
-  net::connection& link = connection_for(to);
-  auto fallback = [&link, owned, source = s.source(), timeout, done = std::move(done)](
+  if (mode() != topology::mode::single) {
+    try {
+      check_same_slot(keys);
+    } catch (const error& e) {
+      if (done) done(e.code(), reply::make_error(e.what()));
+      return;
+    }
+    auto r = std::make_shared<request>();
+    r->args = std::move(*owned);
+    r->routing_key = std::string(to.routing_key());
+    r->any_master = to.is_any_master();
+    r->script_source = s.source();
+    r->done = std::move(done);
+    r->deadline = clock::now() + timeout;
+    r->urgent = urgent;
+    dispatch(r, connection_for(to), false);
+    return;
+  }
+
+  std::vector<std::string_view> views(owned->begin(), owned->end());
+  std::shared_ptr<net::connection> link = connection_for(to);
+  auto fallback = [link, owned, source = s.source(), timeout, done = std::move(done)](
                       std::error_code ec, reply r) mutable {
     if (!is_noscript(ec, r)) {
       if (done) done(ec, std::move(r));
@@ -47,9 +181,76 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
     (*owned)[0] = "EVAL";
     (*owned)[1] = std::move(source);
     std::vector<std::string_view> retry(owned->begin(), owned->end());
-    link.send(retry, std::move(done), timeout);
+    link->send(retry, std::move(done), timeout);
   };
-  link.send(views, std::move(fallback), timeout, urgent);
+  link->send(views, std::move(fallback), timeout, urgent);
+}
+
+void router::dispatch(std::shared_ptr<request> r, std::shared_ptr<net::connection> link,
+                      bool asking) {
+  const auto now = clock::now();
+  if (now >= r->deadline) {
+    if (r->last_error) return r->finish(r->last_error, std::move(r->last_reply));
+    return r->finish(make_error_code(errc::timeout),
+                     reply::make_error("no reply within the request timeout"));
+  }
+  const auto remaining = std::chrono::ceil<milliseconds>(r->deadline - now);
+  r->asking = asking;
+  std::vector<std::string_view> views(r->args.begin(), r->args.end());
+  auto on_done = [this, r, link](std::error_code ec, reply answer) {
+    on_reply(r, link, ec, std::move(answer));
+  };
+  if (asking) {
+    link->send_asking(views, std::move(on_done), remaining);
+  } else {
+    link->send(views, std::move(on_done), remaining, r->urgent);
+  }
+}
+
+void router::on_reply(const std::shared_ptr<request>& r,
+                      const std::shared_ptr<net::connection>& link, std::error_code ec,
+                      reply answer) {
+  if (ec == errc::server_error) {
+    if (is_noscript(ec, answer) && !r->script_source.empty() && r->args[0] == "EVALSHA") {
+      r->args[0] = "EVAL";
+      r->args[1] = std::move(r->script_source);
+      return dispatch(r, link, r->asking);
+    }
+    const server_address asked{link->current_address().host, link->current_address().port};
+    if (const auto redirect = topology::parse_redirection(answer.str, asked)) {
+      if (++r->redirections > max_redirections) return r->finish(ec, std::move(answer));
+      if (redirect->type == topology::redirection::kind::moved) {
+        servers_->moved(*redirect);
+        return dispatch(r, servers_->node(redirect->target), false);
+      }
+      return dispatch(r, servers_->node(redirect->target), true);
+    }
+    if (starts_with(answer.str, "TRYAGAIN") || starts_with(answer.str, "CLUSTERDOWN")) {
+      if (starts_with(answer.str, "CLUSTERDOWN")) servers_->refresh_soon();
+      r->last_error = ec;
+      r->last_reply = std::move(answer);
+      return retry_later(r);
+    }
+  } else if ((ec == errc::connect_failed || ec == errc::connect_timeout) &&
+             mode() == topology::mode::cluster) {
+    // Never written: safe to send again, to whoever serves the slot by then.
+    servers_->refresh_soon();
+    r->last_error = ec;
+    r->last_reply = std::move(answer);
+    return retry_later(r);
+  }
+  r->finish(ec, std::move(answer));
+}
+
+void router::retry_later(std::shared_ptr<request> r) {
+  const milliseconds delay =
+      std::min(first_retry_delay * (1 << std::min(r->retries++, 8)), retry_delay_cap);
+  if (clock::now() + delay >= r->deadline) {
+    return r->finish(r->last_error, std::move(r->last_reply));
+  }
+  auto timer = std::make_shared<asio::steady_timer>(io_, delay);
+  timer->async_wait(
+      [this, r, timer](std::error_code) { dispatch(r, connection_for(r->to()), false); });
 }
 
 }  // namespace dlock::route

@@ -2,10 +2,22 @@
 //
 // Between the callers (the client facade and the lock engine) and the topology: a request names
 // its target (the key it touches, or "any master"); the router picks the connection, runs scripts
-// with EVALSHA and falls back to EVAL on NOSCRIPT, and is where MOVED/ASK redirections will be
-// followed. Thread-safe: callers on any thread; completions run on the I/O thread.
+// with EVALSHA and falls back to EVAL on NOSCRIPT, and on a Redis Cluster follows redirections:
+//
+//   MOVED slot host:port   the topology learns the new owner (and refreshes its map once, in
+//                          the background); the request goes again to that node
+//   ASK slot host:port     ASKING + the request on that node, once; the map is not changed
+//   TRYAGAIN, CLUSTERDOWN, the node unreachable (the request was never written)
+//                          the request goes again after a growing delay while its timeout allows
+//
+// A request that was written and whose connection then broke is never sent again here: it may
+// have run (the lock engine decides what is safe to retry). On one server none of this costs
+// anything: requests go straight to the connection.
+//
+// Thread-safe: callers on any thread; completions run on the I/O thread.
 #pragma once
 
+#include <asio.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -36,9 +48,15 @@ class target {
   bool any_;
 };
 
+// A command's keys, for the commands whose keys are known here (DEL, MGET, MSET, EVAL ...), so
+// that a command whose keys lie in different cluster slots is refused before it is sent. Other
+// commands: their first argument. Exposed for tests.
+std::vector<std::string_view> keys_of(std::span<const std::string_view> args);
+
 class router {
  public:
-  explicit router(std::unique_ptr<topology::topology> servers) : servers_(std::move(servers)) {}
+  router(asio::io_context& io, std::unique_ptr<topology::topology> servers)
+      : io_(io), servers_(std::move(servers)) {}
 
   // Queues `args` for `to`; `done` runs once (see net::connection::send). `urgent` puts it ahead
   // of everything not yet written (release retries).
@@ -47,14 +65,25 @@ class router {
 
   // Runs `s` on `to` by EVALSHA, and by EVAL when the server answers NOSCRIPT. The fallback goes
   // out after commands queued meanwhile: a caller that needs a script ordered before later
-  // commands must not rely on it (the lock scripts are loaded with every connection).
+  // commands must not rely on it (the lock scripts are loaded with every connection). On a
+  // cluster, keys in different slots are refused with errc::invalid_argument.
   void eval(target to, const script& s, std::span<const std::string_view> keys,
             std::span<const std::string_view> args, std::chrono::milliseconds timeout,
             net::completion done, bool urgent = false);
 
+  // Refuses (errc::invalid_argument, naming two of them) keys that a cluster would refuse with
+  // CROSSSLOT. Nothing to check unless the deployment is a cluster.
+  void check_same_slot(std::span<const std::string_view> keys) const;
+
+  // The program's own subscriptions (classic pub/sub).
   pubsub::subscriber& subscriber_for(std::string_view channel) {
     return servers_->subscriber_for(channel);
   }
+  // Lock wake-ups: see topology::wake_subscriber and publish_command.
+  pubsub::subscriber& wake_subscriber() { return servers_->wake_subscriber(); }
+  std::string_view publish_command() const noexcept { return servers_->publish_command(); }
+  topology::mode mode() const noexcept { return servers_->mode(); }
+
   // Keys of one shard may share a multi-key script (see topology::shard_of).
   std::uint32_t shard_of(std::string_view key) const { return servers_->shard_of(key); }
 
@@ -66,8 +95,14 @@ class router {
   void stop() { servers_->stop(); }
 
  private:
-  net::connection& connection_for(target to);
+  struct request;
+  std::shared_ptr<net::connection> connection_for(target to);
+  void dispatch(std::shared_ptr<request> r, std::shared_ptr<net::connection> link, bool asking);
+  void on_reply(const std::shared_ptr<request>& r, const std::shared_ptr<net::connection>& link,
+                std::error_code ec, reply answer);
+  void retry_later(std::shared_ptr<request> r);
 
+  asio::io_context& io_;
   std::unique_ptr<topology::topology> servers_;
 };
 

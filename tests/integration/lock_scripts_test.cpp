@@ -80,7 +80,8 @@ class LockScriptsTest : public ::testing::Test {
   std::int64_t unlock(const std::string& owner, std::string_view remaining = "0",
                       std::string_view retry_of = "0") {
     return c
-        .eval(unlock_script, {name, channel, fence}, {"0", lease_ms, owner, remaining, retry_of})
+        .eval(unlock_script, {name, channel, fence},
+              {"0", lease_ms, owner, remaining, retry_of, "publish"})
         .integer;
   }
   std::int64_t pttl() { return c.command({"PTTL", name}).integer; }
@@ -277,15 +278,15 @@ TEST_F(LockScriptsTest, OneScriptRenewsManyLeasesAndReportsTheLostOnes) {
 
 TEST_F(LockScriptsTest, ForceUnlockDeletesWhoeverHoldsIt) {
   lock("client-a:1");
-  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0"}).elements.at(0).integer, 1);
+  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0", "publish"}).elements.at(0).integer, 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
-  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0"}).elements.at(0).integer, 0);
+  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0", "publish"}).elements.at(0).integer, 0);
 }
 
 // An operator's typo must not delete data: a key that is not a reentrant lock is refused and kept.
 TEST_F(LockScriptsTest, ForceUnlockRefusesKeysThatAreNotLocks) {
   const auto refused = [&](const std::string& what) {
-    const reply r = c.eval(force_script, {name, channel}, {"0"});
+    const reply r = c.eval(force_script, {name, channel}, {"0", "publish"});
     EXPECT_EQ(r.elements.at(0).integer, -1) << what;
     EXPECT_EQ(c.command({"EXISTS", name}).integer, 1) << what << " was deleted";
     (void)c.command({"DEL", name});

@@ -109,3 +109,26 @@ TEST(ClientOptionsUrl, ErrorNeverEchoesThePassword) {
 
 }  // namespace
 }  // namespace dlock
+
+TEST(ClientOptionsUrl, SeveralHostsOfOneDeployment) {
+  const auto o = dlock::client_options::from_url(
+      "rediss://alice:s%2Cecret@10.0.0.5:7000,10.0.0.6,[::1]:7002/2");
+  EXPECT_EQ(o.host, "10.0.0.5");
+  EXPECT_EQ(o.port, 7000);
+  ASSERT_EQ(o.more_hosts.size(), 2u);
+  EXPECT_EQ(o.more_hosts[0], (dlock::server_address{"10.0.0.6", 6379}));
+  EXPECT_EQ(o.more_hosts[1], (dlock::server_address{"::1", 7002}));
+  EXPECT_EQ(o.password, "s,ecret");
+  EXPECT_EQ(o.username, "alice");
+  EXPECT_TRUE(o.tls.enabled);
+  EXPECT_EQ(o.database, 2);
+  EXPECT_EQ(o.addresses().size(), 3u);
+  EXPECT_EQ(o.addresses().front(), (dlock::server_address{"10.0.0.5", 7000}));
+}
+
+TEST(ClientOptionsUrl, AnEmptyHostInAListIsRefused) {
+  for (const char* url : {"redis://a:1,", "redis://,a:1", "redis://a:1,,b:2",
+                          "redis://a:1,b:", "redis://a:1,b:0", "redis://a:1,[::1"}) {
+    EXPECT_THROW(dlock::client_options::from_url(url), dlock::error) << url;
+  }
+}

@@ -8,6 +8,9 @@ void engine_io::eval(const script_call& call, net::completion done, bool urgent)
   std::vector<std::string_view> keys(call.keys.begin(), call.keys.end());
   std::vector<std::string_view> args(call.args.begin(), call.args.end());
   use([&](route::router& router) {
+    if (call.publish_command_arg < args.size()) {
+      args[call.publish_command_arg] = router.publish_command();
+    }
     const auto to = keys.empty() ? route::target::any_master() : route::target::key(keys.front());
     // A lock script that meets a key of another type fails with Redis's WRONGTYPE: for a lock
     // that means "not a lock of this kind", which callers should be able to tell apart.

@@ -57,7 +57,7 @@ void lock_engine::start() {
     if (!self) return;
     try {
       self->io_.use([&](route::router& router) {
-        router.set_link_listener([weak](std::uint32_t, bool up) {
+        router.set_link_listener([weak](bool up) {
           if (auto engine = weak.lock()) engine->on_link(up);
         });
       });
@@ -90,7 +90,7 @@ std::string lock_engine::owner_field(std::uint64_t owner) const {
 subscription lock_engine::subscribe(const std::string& channel) {
   std::weak_ptr<lock_engine> weak = weak_from_this();
   return io_.use([&](route::router& router) {
-    pubsub::subscriber& sub = router.subscriber_for(channel);
+    pubsub::subscriber& sub = router.wake_subscriber();
     const std::uint64_t id = sub.add(channel, {[weak, channel](std::string_view) {
                                                  if (auto self = weak.lock())
                                                    self->waiters_.on_message(channel);
@@ -296,15 +296,35 @@ void lock_engine::shutdown(milliseconds limit) {
 
 // --- admin and queries -------------------------------------------------------------------------
 
+void lock_engine::learn_deployment() {
+  // The first reply of a client comes after its seed connection learnt whether it talks to a
+  // cluster, which decides how scripts publish (see script_call::publish_command_arg).
+  const bool unknown =
+      io_.use([](route::router& router) { return router.mode() == topology::mode::unknown; });
+  if (!unknown) return;
+  const std::string_view ping[] = {"PING"};
+  io_.check_not_io_thread();
+  net::sync_call c;
+  io_.use([&](route::router& router) {
+    router.send(route::target::any_master(), ping, c.handler(), io_.request_timeout());
+  });
+  c.wait();
+}
+
 bool lock_engine::force_release(const lock_ref& lock) {
+  learn_deployment();
   return lock.protocol->read_force_release(lock.name,
                                            call(lock.protocol->force_release(lock.name)));
 }
 
 lock_status lock_engine::status(const lock_ref& lock) {
+  learn_deployment();
   lock_status s = lock.protocol->read_status(lock.name, call(lock.protocol->status(lock.name)));
   const std::string channel = lock.protocol->wake_channel(lock.name);
-  const std::string_view numsub[] = {"PUBSUB", "NUMSUB", channel};
+  // Waiters listen with sharded pub/sub on a cluster, on the node of the channel's slot.
+  const bool sharded =
+      io_.use([](route::router& router) { return router.mode() == topology::mode::cluster; });
+  const std::string_view numsub[] = {"PUBSUB", sharded ? "SHARDNUMSUB" : "NUMSUB", channel};
   const reply n = command(channel, numsub);
   if (n.is_array() && n.elements.size() == 2) {
     s.subscribers = static_cast<std::uint64_t>(n.elements[1].integer);

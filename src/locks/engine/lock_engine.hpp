@@ -96,6 +96,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   void shutdown(std::chrono::milliseconds limit);
 
  private:
+  // Makes sure the deployment's kind is known (one blocking PING at most, once per client).
+  void learn_deployment();
   friend class acquisition;
 
   lock_engine(asio::io_context& io, route::router& router, const lock_options& settings,

@@ -23,9 +23,15 @@ namespace dlock::locks {
 
 // One script run: the script and its keys and arguments, owned. The first key routes it.
 struct script_call {
+  static constexpr std::size_t no_publish = static_cast<std::size_t>(-1);
+
   const script* code = nullptr;
   std::vector<std::string> keys;
   std::vector<std::string> args;
+  // The index in `args` of the command the script publishes with, filled in at send time with
+  // "publish", or "spublish" on a Redis Cluster (sharded pub/sub); no_publish when it publishes
+  // nothing.
+  std::size_t publish_command_arg = no_publish;
 };
 
 // An acquisition attempt by one owner (its hash field).

@@ -2,6 +2,7 @@
 -- operator's typo cannot delete data.
 --
 -- KEYS[1] the lock hash   KEYS[2] the unlock channel   ARGV[1] unlock message ("0")
+--                                                      ARGV[2] "publish", or "spublish" on a cluster
 --
 -- A reentrant lock is a hash of at most 64 fields "<client id>:<holder>" -> positive hold count.
 -- Returns {1} when a lock was deleted, {0} when there was no key, {-1, what} when the key is not a
@@ -24,5 +25,5 @@ for i = 1, #fields, 2 do
   end
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
+redis.call(ARGV[2], KEYS[2], ARGV[1])
 return {1}

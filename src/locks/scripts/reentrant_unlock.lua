@@ -8,6 +8,7 @@
 --                                        client counts them (0: release the lock)
 --                                ARGV[5] "0" on a first try; on a retry, the fencing token of
 --                                        the hold being released
+--                                ARGV[6] "publish", or "spublish" on a Redis Cluster
 --
 -- The client's count is the truth for its own field (see reentrant_lock.lua): the count is set,
 -- not decremented, so a hold the client never learned of cannot outlive its last unlock, and a
@@ -33,5 +34,5 @@ if tonumber(ARGV[4]) > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
+redis.call(ARGV[6], KEYS[2], ARGV[1])
 return 1

@@ -70,7 +70,8 @@ script_call reentrant_protocol::release(const release_request& request) const {
           {request.name, unlock_channel(request.name), fence_key(request.name)},
           {std::string(unlock_message), ms_arg(request.lease), request.owner,
            std::to_string(request.remaining),
-           request.retry ? std::to_string(request.token) : std::string("0")}};
+           request.retry ? std::to_string(request.token) : std::string("0"), "publish"},
+          5};
 }
 
 script_call reentrant_protocol::renew(std::span<const renewal_target> targets,
@@ -100,7 +101,10 @@ std::vector<bool> reentrant_protocol::read_renewal(const reply& r, std::size_t t
 }
 
 script_call reentrant_protocol::force_release(std::string_view name) const {
-  return {&force_, {std::string(name), unlock_channel(name)}, {std::string(unlock_message)}};
+  return {&force_,
+          {std::string(name), unlock_channel(name)},
+          {std::string(unlock_message), "publish"},
+          1};
 }
 
 bool reentrant_protocol::read_force_release(std::string_view name, const reply& r) const {
