@@ -31,6 +31,7 @@
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/reply.hpp"
+#include "dlock/routing_metrics.hpp"
 #include "dlock/script.hpp"
 #include "dlock/subscription.hpp"
 
@@ -104,6 +105,9 @@ class client {
 
   // client::lock_metrics(): counters of this client's locks (no I/O; thread-safe).
   dlock::lock_metrics lock_metrics() const noexcept;
+  // client::routing_metrics(): the deployment found and the redirections and retries its
+  // requests met (no I/O; thread-safe).
+  dlock::routing_metrics routing_metrics() const noexcept;
 
   const client_options& options() const noexcept;
 

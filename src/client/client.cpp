@@ -190,6 +190,10 @@ dlock::lock_metrics client::lock_metrics() const noexcept {
   return impl_->locks->metrics();
 }
 
+dlock::routing_metrics client::routing_metrics() const noexcept {
+  return impl_->router.metrics();
+}
+
 mutex client::get_lock(std::string name) {
   core::check_same_process(impl_->made_in);
   locks::validate_lock_name(name);

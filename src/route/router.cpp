@@ -220,9 +220,11 @@ void router::on_reply(const std::shared_ptr<request>& r,
     if (const auto redirect = topology::parse_redirection(answer.str, asked)) {
       if (++r->redirections > max_redirections) return r->finish(ec, std::move(answer));
       if (redirect->type == topology::redirection::kind::moved) {
+        moved_.fetch_add(1, std::memory_order_relaxed);
         servers_->moved(*redirect);
         return dispatch(r, servers_->node(redirect->target), false);
       }
+      asked_.fetch_add(1, std::memory_order_relaxed);
       return dispatch(r, servers_->node(redirect->target), true);
     }
     if (starts_with(answer.str, "TRYAGAIN") || starts_with(answer.str, "CLUSTERDOWN")) {
@@ -242,12 +244,33 @@ void router::on_reply(const std::shared_ptr<request>& r,
   r->finish(ec, std::move(answer));
 }
 
+routing_metrics router::metrics() const noexcept {
+  routing_metrics m;
+  switch (servers_->mode()) {
+    case topology::mode::unknown:
+      m.deployment = deployment_kind::unknown;
+      break;
+    case topology::mode::single:
+      m.deployment = deployment_kind::single;
+      break;
+    case topology::mode::cluster:
+      m.deployment = deployment_kind::cluster;
+      break;
+  }
+  m.moved = moved_.load(std::memory_order_relaxed);
+  m.asked = asked_.load(std::memory_order_relaxed);
+  m.retries = retries_.load(std::memory_order_relaxed);
+  m.map_refreshes = servers_->map_refreshes();
+  return m;
+}
+
 void router::retry_later(std::shared_ptr<request> r) {
   const milliseconds delay =
       std::min(first_retry_delay * (1 << std::min(r->retries++, 8)), retry_delay_cap);
   if (clock::now() + delay >= r->deadline) {
     return r->finish(r->last_error, std::move(r->last_reply));
   }
+  retries_.fetch_add(1, std::memory_order_relaxed);
   auto timer = std::make_shared<asio::steady_timer>(io_, delay);
   timer->async_wait(
       [this, r, timer](std::error_code) { dispatch(r, connection_for(r->to()), false); });

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "dlock/routing_metrics.hpp"
 #include "dlock/script.hpp"
 #include "net/connection.hpp"
 #include "topology/topology.hpp"
@@ -94,6 +96,9 @@ class router {
 
   void stop() { servers_->stop(); }
 
+  // Thread-safe.
+  routing_metrics metrics() const noexcept;
+
  private:
   struct request;
   std::shared_ptr<net::connection> connection_for(target to);
@@ -104,6 +109,7 @@ class router {
 
   asio::io_context& io_;
   std::unique_ptr<topology::topology> servers_;
+  std::atomic<std::uint64_t> moved_{0}, asked_{0}, retries_{0};
 };
 
 }  // namespace dlock::route

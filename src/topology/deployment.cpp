@@ -199,6 +199,7 @@ void deployment::apply(slot_map map) {
       masters.push_back(ensure_node(a).commands);
     map_ = std::move(map);
     masters_ = std::move(masters);
+    map_loads_.fetch_add(1, std::memory_order_relaxed);
     mode_.store(mode::cluster, std::memory_order_release);
   }
   sharded_->relocate();

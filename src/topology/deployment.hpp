@@ -48,6 +48,9 @@ class deployment final : public topology {
   std::uint32_t shard_of(std::string_view key) const override;
   void set_link_listener(link_listener listener) override { link_listener_ = std::move(listener); }
   void stop() override;
+  std::uint64_t map_refreshes() const noexcept override {
+    return map_loads_.load(std::memory_order_relaxed);
+  }
 
   // The slot map in use (empty unless a cluster). Thread-safe; for tests and `dlock status`.
   slot_map current_map() const;
@@ -78,6 +81,7 @@ class deployment final : public topology {
   std::shared_ptr<pubsub::subscriber> sharded_;
   std::atomic<enum mode> mode_{mode::unknown};
   std::atomic<bool> stopped_{false};
+  std::atomic<std::uint64_t> map_loads_{0};
 
   mutable std::shared_mutex mutex_;  // guards map_, nodes_, masters_
   slot_map map_;

@@ -61,6 +61,9 @@ class topology {
   using link_listener = std::function<void(bool up)>;
   virtual void set_link_listener(link_listener listener) = 0;
 
+  // How many slot maps were loaded so far. Thread-safe.
+  virtual std::uint64_t map_refreshes() const noexcept = 0;
+
   // Stops every connection; queued requests fail with errc::client_stopped.
   virtual void stop() = 0;
 };
