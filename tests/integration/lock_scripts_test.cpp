@@ -97,14 +97,14 @@ TEST_F(LockScriptsTest, FirstAcquisitionStoresTheRedissonLayoutAndTakesAToken) {
   const std::int64_t before = server_micros(c);
   const auto [status, token] = lock("client-a:1");
   EXPECT_EQ(status, 1);
-  // A new counter starts from the server's clock in microseconds (see reentrant_lock.lua).
+  // A token is at least the server's clock in microseconds (see reentrant_lock.lua).
   EXPECT_GT(token, before);
   EXPECT_LE(token, server_micros(c) + 1);
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
   EXPECT_EQ(c.command({"HLEN", name}).integer, 1);  // nothing else in the hash
   EXPECT_GT(pttl(), 30000 - ttl_slack_ms);
   EXPECT_EQ(c.command({"GET", fence}).str, std::to_string(token));
-  // The counter expires a day after it started instead of living forever.
+  // The counter expires a day after the last acquisition instead of living forever.
   const std::int64_t counter_ttl = c.command({"PTTL", fence}).integer;
   EXPECT_GT(counter_ttl, 86400000 - ttl_slack_ms);
   EXPECT_LE(counter_ttl, 86400000);
@@ -120,9 +120,16 @@ TEST_F(LockScriptsTest, TokensKeepIncreasingWhenTheServerLosesTheCounter) {
   const std::int64_t after_loss = lock("client-b:1").second;
   EXPECT_GT(after_loss, first);
   ASSERT_EQ(unlock("client-b:1"), 1);
-  // A counter left by milestone 1 (which started at 1) simply goes on from where it is.
-  (void)c.command({"SET", fence, "41"});
-  EXPECT_EQ(lock("client-a:1").second, 42);
+  // A counter that is behind (a promoted replica that missed the last acquisitions, or one left
+  // by milestone 1, which started at 1) is overtaken by the clock: no token is handed out twice.
+  (void)c.command({"SET", fence, std::to_string(first - 1000)});
+  const std::int64_t after_failover = lock("client-a:1").second;
+  EXPECT_GT(after_failover, after_loss);
+  ASSERT_EQ(unlock("client-a:1"), 1);
+  // A counter ahead of the clock (a server whose clock went back) goes on from where it is.
+  const std::int64_t ahead = server_micros(c) + 3'600'000'000LL;
+  (void)c.command({"SET", fence, std::to_string(ahead)});
+  EXPECT_EQ(lock("client-b:1").second, ahead + 1);
 }
 
 TEST_F(LockScriptsTest, ReentryCountsHoldsAndRenewsTheLeaseWithoutANewToken) {
@@ -140,7 +147,9 @@ TEST_F(LockScriptsTest, ReentryCountsHoldsAndRenewsTheLeaseWithoutANewToken) {
 TEST_F(LockScriptsTest, AnOrphanedHoldOfTheSameOwnerIsTakenOverNotCounted) {
   const std::int64_t lost = lock("client-a:1").second;  // its reply "was lost": the client
                                                         // still knows 0 holds
-  EXPECT_EQ(lock("client-a:1", 0), std::make_pair(std::int64_t{1}, lost + 1));
+  const auto [status, token] = lock("client-a:1", 0);
+  EXPECT_EQ(status, 1) << "taken over as a first hold";
+  EXPECT_GT(token, lost) << "a fresh hold takes a new token";
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
   EXPECT_EQ(unlock("client-a:1"), 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);

@@ -1,13 +1,15 @@
 -- Acquires or re-enters a reentrant lock. Data as Redisson's RLock, so Java and C++ services can
 -- share locks: a hash at the lock name, field "<client id>:<thread id>" -> hold count, PEXPIRE lease.
--- Beyond Redisson: every first acquisition takes the next fencing token from a counter key.
+-- Beyond Redisson: every first acquisition takes a fencing token.
 --
--- Tokens must keep increasing even when the server loses the counter (a restart without
--- persistence, a failover that lost the last writes, the counter's expiry). A missing counter
--- therefore starts from the server's clock in microseconds: above every token issued before, as
--- long as the server's clock does not read earlier than when the lost counter started plus one
--- microsecond per token it handed out (one lock name cannot take a million holds a second). That
--- is also why the counter may expire: a day after it was created.
+-- Tokens must keep increasing even when the server loses writes: a restart without persistence,
+-- a failover whose replica missed the last acquisitions (asynchronous replication), the counter's
+-- expiry. So a token is the larger of the last token + 1 and the server's clock in microseconds:
+-- strictly increasing on one server whatever its clock does, and, after writes were lost, still
+-- above every token handed out before as long as this server's clock does not read earlier than
+-- the lost server's did when it handed them out (clocks in sync to well within a failover's
+-- seconds). One lock name cannot take a million holds a second, so tokens follow the clock. The
+-- counter expires a day after the last acquisition; the clock carries on from there.
 --
 -- KEYS[1] the lock hash          ARGV[1] lease in milliseconds
 -- KEYS[2] the fencing counter    ARGV[2] this holder's field
@@ -22,16 +24,14 @@
 --         {0, pttl}      held by someone else: milliseconds until its lease ends (-1: no TTL)
 local counter_ttl_ms = 86400000
 
--- One INCR on the common path. A counter INCR just created (1) starts from the clock instead,
--- and expires counter_ttl_ms later (INCR keeps a TTL; restarting from the clock then is safe).
 local function next_token()
-  local token = redis.call('incr', KEYS[2])
-  if token == 1 then
-    local now = redis.call('time')
-    local start = now[1] .. string.format('%06d', tonumber(now[2]))
-    redis.call('set', KEYS[2], start, 'px', counter_ttl_ms)
-    token = tonumber(start)  -- below 2^53: exact as a Lua number
+  local now = redis.call('time')
+  local clock = tonumber(now[1] .. string.format('%06d', tonumber(now[2])))  -- < 2^53: exact
+  local token = tonumber(redis.call('get', KEYS[2]) or '0') + 1
+  if clock > token then
+    token = clock
   end
+  redis.call('set', KEYS[2], string.format('%d', token), 'px', counter_ttl_ms)
   return token
 end
 
