@@ -113,14 +113,14 @@ void router::check_same_slot(std::span<const std::string_view> keys) const {
   }
 }
 
-std::shared_ptr<net::connection> router::connection_for(target to) {
+net::connection& router::connection_for(target to) {
   return to.is_any_master() ? servers_->any_master() : servers_->master_for(to.routing_key());
 }
 
 void router::send(target to, std::span<const std::string_view> args, net::completion done,
                   std::chrono::milliseconds timeout, bool urgent) {
   if (mode() == topology::mode::single) {
-    connection_for(to)->send(args, std::move(done), timeout, urgent);
+    connection_for(to).send(args, std::move(done), timeout, urgent);
     return;
   }
   try {
@@ -171,8 +171,9 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
   }
 
   std::vector<std::string_view> views(owned->begin(), owned->end());
-  std::shared_ptr<net::connection> link = connection_for(to);
-  auto fallback = [link, owned, source = s.source(), timeout, done = std::move(done)](
+  // Connections live as long as the topology, which outlives every completion.
+  net::connection& link = connection_for(to);
+  auto fallback = [&link, owned, source = s.source(), timeout, done = std::move(done)](
                       std::error_code ec, reply r) mutable {
     if (!is_noscript(ec, r)) {
       if (done) done(ec, std::move(r));
@@ -181,13 +182,12 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
     (*owned)[0] = "EVAL";
     (*owned)[1] = std::move(source);
     std::vector<std::string_view> retry(owned->begin(), owned->end());
-    link->send(retry, std::move(done), timeout);
+    link.send(retry, std::move(done), timeout);
   };
-  link->send(views, std::move(fallback), timeout, urgent);
+  link.send(views, std::move(fallback), timeout, urgent);
 }
 
-void router::dispatch(std::shared_ptr<request> r, std::shared_ptr<net::connection> link,
-                      bool asking) {
+void router::dispatch(std::shared_ptr<request> r, net::connection& link, bool asking) {
   const auto now = clock::now();
   if (now >= r->deadline) {
     if (r->last_error) return r->finish(r->last_error, std::move(r->last_reply));
@@ -197,18 +197,17 @@ void router::dispatch(std::shared_ptr<request> r, std::shared_ptr<net::connectio
   const auto remaining = std::chrono::ceil<milliseconds>(r->deadline - now);
   r->asking = asking;
   std::vector<std::string_view> views(r->args.begin(), r->args.end());
-  auto on_done = [this, r, link](std::error_code ec, reply answer) {
+  auto on_done = [this, r, &link](std::error_code ec, reply answer) {
     on_reply(r, link, ec, std::move(answer));
   };
   if (asking) {
-    link->send_asking(views, std::move(on_done), remaining);
+    link.send_asking(views, std::move(on_done), remaining);
   } else {
-    link->send(views, std::move(on_done), remaining, r->urgent);
+    link.send(views, std::move(on_done), remaining, r->urgent);
   }
 }
 
-void router::on_reply(const std::shared_ptr<request>& r,
-                      const std::shared_ptr<net::connection>& link, std::error_code ec,
+void router::on_reply(const std::shared_ptr<request>& r, net::connection& link, std::error_code ec,
                       reply answer) {
   if (ec == errc::server_error) {
     if (is_noscript(ec, answer) && !r->script_source.empty() && r->args[0] == "EVALSHA") {
@@ -216,7 +215,7 @@ void router::on_reply(const std::shared_ptr<request>& r,
       r->args[1] = std::move(r->script_source);
       return dispatch(r, link, r->asking);
     }
-    const server_address asked{link->current_address().host, link->current_address().port};
+    const server_address asked{link.current_address().host, link.current_address().port};
     if (const auto redirect = topology::parse_redirection(answer.str, asked)) {
       if (++r->redirections > max_redirections) return r->finish(ec, std::move(answer));
       if (redirect->type == topology::redirection::kind::moved) {

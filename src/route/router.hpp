@@ -101,10 +101,10 @@ class router {
 
  private:
   struct request;
-  std::shared_ptr<net::connection> connection_for(target to);
-  void dispatch(std::shared_ptr<request> r, std::shared_ptr<net::connection> link, bool asking);
-  void on_reply(const std::shared_ptr<request>& r, const std::shared_ptr<net::connection>& link,
-                std::error_code ec, reply answer);
+  net::connection& connection_for(target to);
+  void dispatch(std::shared_ptr<request> r, net::connection& link, bool asking);
+  void on_reply(const std::shared_ptr<request>& r, net::connection& link, std::error_code ec,
+                reply answer);
   void retry_later(std::shared_ptr<request> r);
 
   asio::io_context& io_;

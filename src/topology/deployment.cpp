@@ -95,28 +95,28 @@ void deployment::stop() {
 
 // --- routing -----------------------------------------------------------------------------------
 
-std::shared_ptr<net::connection> deployment::master_for(std::string_view key) {
-  if (mode() != mode::cluster) return seed_;
+net::connection& deployment::master_for(std::string_view key) {
+  if (mode() != mode::cluster) return *seed_;
   const std::uint16_t slot = core::hash_slot(key);
   {
     std::shared_lock lock(mutex_);
     const std::int32_t owner = map_.owner_of(slot);
-    if (owner != slot_map::no_owner) return masters_[static_cast<std::size_t>(owner)];
+    if (owner != slot_map::no_owner) return *masters_[static_cast<std::size_t>(owner)];
   }
   // Nobody serves the slot as far as we know: any node answers with MOVED or CLUSTERDOWN.
   refresh_soon();
   return any_master();
 }
 
-std::shared_ptr<net::connection> deployment::any_master() {
-  if (mode() != mode::cluster) return seed_;
+net::connection& deployment::any_master() {
+  if (mode() != mode::cluster) return *seed_;
   std::shared_lock lock(mutex_);
-  return masters_.empty() ? seed_ : masters_.front();
+  return masters_.empty() ? *seed_ : *masters_.front();
 }
 
-std::shared_ptr<net::connection> deployment::node(const server_address& address) {
+net::connection& deployment::node(const server_address& address) {
   std::unique_lock lock(mutex_);
-  return ensure_node(address).commands;
+  return *ensure_node(address).commands;
 }
 
 deployment::node_entry& deployment::ensure_node(const server_address& address) {

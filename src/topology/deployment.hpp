@@ -37,9 +37,9 @@ class deployment final : public topology {
   ~deployment() override;
 
   enum mode mode() const noexcept override { return mode_.load(std::memory_order_acquire); }
-  std::shared_ptr<net::connection> master_for(std::string_view key) override;
-  std::shared_ptr<net::connection> any_master() override;
-  std::shared_ptr<net::connection> node(const server_address& address) override;
+  net::connection& master_for(std::string_view key) override;
+  net::connection& any_master() override;
+  net::connection& node(const server_address& address) override;
   void moved(const redirection& r) override;
   void refresh_soon() override;
   pubsub::subscriber& subscriber_for(std::string_view) override { return *classic_; }

@@ -31,12 +31,12 @@ class topology {
 
   virtual enum mode mode() const noexcept = 0;
 
-  // The connection of the master that serves `key`.
-  virtual std::shared_ptr<net::connection> master_for(std::string_view key) = 0;
+  // The connection of the master that serves `key`. Connections live as long as the topology.
+  virtual net::connection& master_for(std::string_view key) = 0;
   // A master, for keyless commands.
-  virtual std::shared_ptr<net::connection> any_master() = 0;
+  virtual net::connection& any_master() = 0;
   // The connection to one node, made on first use (the target of a redirection).
-  virtual std::shared_ptr<net::connection> node(const server_address& address) = 0;
+  virtual net::connection& node(const server_address& address) = 0;
 
   // A MOVED reply said `r.slot` is served by `r.target`: use it at once, and refresh the whole
   // map in the background (one refresh for many such replies). Thread-safe.
