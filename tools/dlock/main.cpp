@@ -26,7 +26,9 @@ int ping(const std::string& url) {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::steady_clock::now() - start)
                         .count();
-    fmt::print("{} from {} in {} us\n", pong, c.options().endpoint(), us);
+    const bool cluster = c.routing_metrics().deployment == dlock::deployment_kind::cluster;
+    fmt::print("{} in {} us from {} ({})\n", pong, us, c.options().endpoint(),
+               cluster ? "a node of a Redis Cluster" : "one server");
     return exit_ok;
   } catch (const dlock::error& e) {
     print_error(e.what());
@@ -108,9 +110,11 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // --redis also after the subcommand
   std::string redis_option;
-  app.add_option("--redis", redis_option,
-                 "Redis URL: redis://[user:password@]host:port[/db], rediss://..., unix:///path "
-                 "(default: $DLOCK_REDIS_URL, else redis://127.0.0.1:6379)");
+  app.add_option(
+      "--redis", redis_option,
+      "Redis URL: redis://[user:password@]host:port[,host2:port2...][/db], rediss://..., "
+      "unix:///path "
+      "(default: $DLOCK_REDIS_URL, else redis://127.0.0.1:6379)");
 
   auto* ping_cmd = app.add_subcommand("ping", "Check that Redis answers, and how fast");
 
