@@ -231,5 +231,121 @@ TEST(FaultChecker, ReadsRecordFilesAndEndsAKilledHoldAtTheKill) {
   EXPECT_FALSE(read_worker_file({0, 0, 0, path}, holds, errors));
 }
 
+fault_event make_partition(int worker, std::int64_t start, std::int64_t end, std::int64_t tell_by) {
+  fault_event f;
+  f.kind = "partition";
+  f.worker = worker;
+  f.start = start;
+  f.end = end;
+  f.on_holder = tell_by != 0;
+  f.tell_by = tell_by;
+  return f;
+}
+
+TEST(FaultChecker, PartitionedHolderToldByItsDeadlinePasses) {
+  // Worker 0 cut off at 15, told at 40 (due by 50); worker 1 took the lock at 60.
+  const std::vector<hold> holds = {make_hold(0, 10, 70, 1, -1, 40), make_hold(1, 60, 80, 2)};
+  const check_result r = check(holds, {{2, 1, 60}}, {make_partition(0, 15, 100, 50)}, 0);
+  EXPECT_EQ(r.partition_holds, 1U);
+  EXPECT_EQ(r.partition_holds_told, 1U);
+  EXPECT_EQ(r.partition_told_late, 0U);
+  EXPECT_EQ(r.overlaps, 0U);
+  EXPECT_FALSE(r.violation());
+}
+
+TEST(FaultChecker, PartitionedHolderToldAfterItsDeadlineIsAViolation) {
+  const std::vector<hold> holds = {make_hold(0, 10, 70, 1, -1, 55)};
+  const check_result r = check(holds, {}, {make_partition(0, 15, 100, 50)}, 0);
+  EXPECT_EQ(r.partition_told_late, 1U);
+  EXPECT_TRUE(r.violation());
+  ASSERT_FALSE(r.examples.empty());
+  // Never told, still working at its deadline: the same.
+  EXPECT_EQ(
+      check({make_hold(0, 10, 70, 1)}, {}, {make_partition(0, 15, 100, 50)}, 0).partition_told_late,
+      1U);
+  // Never told, but it had released before its deadline by itself: in time.
+  EXPECT_EQ(
+      check({make_hold(0, 10, 30, 1)}, {}, {make_partition(0, 15, 100, 50)}, 0).partition_told_late,
+      0U);
+}
+
+TEST(FaultChecker, HoldThatEndedBeforeTheCutIsNotAPartitionedHold) {
+  // The lock passed between the driver's look and the cut: worker 0 had released at 12.
+  const check_result r = check({make_hold(0, 10, 12, 1)}, {}, {make_partition(0, 15, 100, 50)}, 0);
+  EXPECT_EQ(r.partition_holds, 0U);
+  EXPECT_FALSE(r.violation());
+  // A partition of a worker that did not hold (tell_by 0) checks nothing.
+  EXPECT_EQ(
+      check({make_hold(0, 10, 70, 1)}, {}, {make_partition(0, 15, 100, 0)}, 0).partition_holds, 0U);
+}
+
+TEST(FaultChecker, OverlapWithAPartitionedHolderToldLateIsAViolation) {
+  // Worker 0, cut off at 15, was told only at 65, after worker 1 took the lock at 60.
+  const std::vector<hold> holds = {make_hold(0, 10, 70, 1, -1, 65), make_hold(1, 60, 80, 2)};
+  const check_result r = check(holds, {}, {make_partition(0, 15, 100, 0)}, 0);
+  EXPECT_EQ(r.overlaps_reported, 1U);
+  EXPECT_EQ(r.overlaps_reported_partitioned, 1U);
+  EXPECT_EQ(r.overlaps_reported_unexplained, 0U);
+  EXPECT_TRUE(r.violation());
+  // Stopped meanwhile too: the pause explains it.
+  fault_event pause;
+  pause.kind = "pause";
+  pause.worker = 0;
+  pause.start = 20;
+  pause.end = 64;
+  EXPECT_EQ(
+      check(holds, {}, {make_partition(0, 15, 100, 0), pause}, 0).overlaps_reported_partitioned,
+      0U);
+}
+
+TEST(FaultChecker, CountsHandOvers) {
+  const check_result r = check({make_hold(0, 10, 20, 1), make_hold(0, 21, 30, 2),
+                                make_hold(1, 31, 40, 3), make_hold(0, 41, 50, 4)},
+                               {}, {}, 0);
+  EXPECT_EQ(r.handoffs, 2U);
+}
+
+TEST(FaultChecker, ReadsTheRecordsOfADlockExecWorker) {
+  const std::string path = testing::TempDir() + "fault-cli-records-" + std::to_string(::getpid());
+  {
+    std::ofstream out(path);
+    out << "W 4 0 123 cli\n"
+        << "A 100 5\n"  // a hold that ended normally
+        << "R 100 200 0 5 1 0\n"
+        << "X 100 210 0\n"
+        << "A 300 6\n"  // dlock reported the loss after the command had finished
+        << "R 300 400 0 6 0 0\n"
+        << "X 300 420 70\n"
+        << "A 500 7\n"  // dlock was killed: its guard killed the command
+        << "X 500 530 137\n"
+        << "A 600 8\n"  // dlock was killed before the command said it runs
+        << "X 0 640 137\n"
+        << "X 0 700 69\n"  // a failure of dlock with no hold open: ends nothing
+        << "A 800 9\n"     // the command outlived the kill grace and was killed by dlock
+        << "X 800 900 70\n";
+  }
+  std::vector<hold> holds;
+  std::uint64_t errors = 0;
+  dlock::fault::worker_file file{4, 0, 0, path, true};
+  ASSERT_TRUE(read_worker_file(file, holds, errors));
+  std::filesystem::remove(path);
+  ASSERT_EQ(holds.size(), 5U);
+  EXPECT_TRUE(holds[0].cli);
+  EXPECT_EQ(holds[0].believed_end(), 200);
+  EXPECT_EQ(holds[0].lost, 0);
+  EXPECT_EQ(holds[1].lost, 420);  // told after its work
+  EXPECT_EQ(holds[1].believed_end(), 400);
+  EXPECT_EQ(holds[1].unlock, 70);
+  EXPECT_EQ(holds[2].killed, 530);
+  EXPECT_EQ(holds[2].released, 0);
+  EXPECT_EQ(holds[3].killed, 640);
+  EXPECT_EQ(holds[4].released, 900);
+  EXPECT_EQ(holds[4].lost, 900);
+  const check_result r = check(holds, {}, {}, errors);
+  EXPECT_EQ(r.acquisitions_cli, 5U);
+  EXPECT_EQ(r.holds_killed, 2U);
+  EXPECT_EQ(r.holds_lost_after_work, 1U);
+}
+
 }  // namespace
 }  // namespace dlock::fault

@@ -15,8 +15,21 @@
 //                                               -1 failed; unlock is unlock_checked()'s value
 //                                               (0 released, or the dlock::errc number)
 //   E <ns> <text>                               a lock call failed (the error's text)
-// A hold with an A line and no R line belongs to a worker killed while it held: it ended, as far
-// as its holder knew anything, when the driver killed it.
+//   X <acquired_ns> <ns> <status>               `dlock exec` workers only (fault_cli_worker.cpp):
+//                                               (acquired_ns 0: the last hold recorded, if still
+//                                               open and begun after the previous X line)
+//                                               dlock exec ended with `status` and every process
+//                                               of its command was gone at <ns>. 70: dlock
+//                                               reported the hold lost (the holder is told then if
+//                                               it was not before); a hold with no R line (its
+//                                               command was killed) ended then (137: dlock itself
+//                                               was killed, counted like a killed holder)
+// A hold with an A line and no R or X line belongs to a worker killed while it held: it ended, as
+// far as its holder knew anything, when the driver killed it.
+//
+// For a `dlock exec` worker the A and R lines come from the command under the lock: "told" is the
+// SIGTERM that dlock exec sends it when the lock is lost (or, failing that, dlock's exit status
+// 70), and its believed hold runs from its start to its end.
 #pragma once
 
 #include <time.h>
@@ -61,6 +74,10 @@ inline constexpr std::string_view resource_highest_key = "fault:resource:highest
 inline constexpr std::string_view resource_list_key = "fault:resource:accepted";
 inline constexpr std::string_view resource_refused_key = "fault:resource:refused";
 
+// dlock exec's exit statuses that the reader interprets (docs/cli.md).
+inline constexpr int exec_status_lock_lost = 70;
+inline constexpr int exec_status_killed = 128 + 9;
+
 // One hold as its holder saw it.
 struct hold {
   int worker = 0;
@@ -73,6 +90,7 @@ struct hold {
   std::uint64_t token = 0;
   int write = -1;
   int unlock = 0;
+  bool cli = false;  // taken by `dlock exec` (unlock then holds dlock's exit status)
   // The end of the hold as the holder believed it: told of the loss, released, or killed.
   std::int64_t believed_end() const {
     std::int64_t end = released != 0 ? released : killed;
@@ -88,7 +106,12 @@ struct fault_event {
   std::int64_t end = 0;    // when the fault stopped acting (resumed, restarted, slept)
   bool forgets = false;    // the lock server may have lost acknowledged writes (restart)
   bool on_holder = false;  // kill, pause: the target held the lock at the time
-  int worker = -1;         // kill, pause: the target
+  int worker = -1;         // kill, pause, partition: the target
+  bool cli = false;        // the target is a `dlock exec` worker
+  // partition of a holder: by then the holder must have been told of its loss (its own deadline,
+  // at most 0.9 lease after the cut, plus a named slack); 0 if not checked
+  std::int64_t tell_by = 0;
+  std::string detail;  // latency: the added delay per direction
 };
 
 // An accepted write on the resource.
@@ -103,11 +126,16 @@ struct worker_file {
   int life = 0;
   std::int64_t killed_at = 0;  // 0: ended normally
   std::string path;
+  bool cli = false;  // a `dlock exec` worker
 };
 
 // What the checker found.
 struct check_result {
   std::uint64_t acquisitions = 0;
+  std::uint64_t acquisitions_cli = 0;  // ... taken by `dlock exec` workers
+  // Acquisitions by another worker (or another life of it) than the one before: the hand-overs,
+  // where two holders could overlap at all.
+  std::uint64_t handoffs = 0;
   std::uint64_t holds_lost = 0;
   // ... of which the holder was told only after it had done its work and called unlock()
   std::uint64_t holds_lost_after_work = 0;
@@ -137,11 +165,21 @@ struct check_result {
   // ... of a hold whose worker was stopped between its previous record and this acquisition (the
   // lock was granted before the stop and returned after it): the same bug.
   std::uint64_t tokens_not_increasing_stalled = 0;
+  // Partitions of a holder: holds cut off from the lock server while held, and those of them
+  // still believed held after the fault's tell_by (never told, or told late): a violation.
+  std::uint64_t partition_holds = 0;
+  std::uint64_t partition_holds_told = 0;  // ... whose belief ended by being told
+  std::uint64_t partition_told_late = 0;
+  // Overlaps in which the side told late had been cut off by a partition and neither a pause nor a
+  // restart explains them: the holder should have been told at its own deadline, before the
+  // server could let anyone else in. A violation.
+  std::uint64_t overlaps_reported_partitioned = 0;
   bool strict = false;                // count the *_stalled ones as violations too
   std::vector<std::string> examples;  // a few violations, for the log
   bool violation() const {
     return overlaps_unreported > 0 || fenced_out_of_order > 0 || accepted_unknown > 0 ||
-           tokens_not_increasing > 0 ||
+           tokens_not_increasing > 0 || partition_told_late > 0 ||
+           overlaps_reported_partitioned > 0 ||
            (strict && (overlaps_unreported_stalled > 0 || tokens_not_increasing_stalled > 0));
   }
 };
@@ -152,7 +190,9 @@ inline bool read_worker_file(const worker_file& file, std::vector<hold>& out,
   std::ifstream in(file.path);
   if (!in) return false;
   std::map<std::int64_t, std::size_t> open;  // acquired -> index in out
-  std::int64_t last_time = 0;                // of the last A, R or E line
+  std::map<std::int64_t, std::size_t> all;   // the same for every hold of this file
+  std::int64_t last_time = 0;                // of the last A, R, E or X line
+  std::int64_t last_x = 0;                   // of the last X line
   for (std::string line; std::getline(in, line);) {
     std::istringstream fields(line);
     std::string kind;
@@ -161,11 +201,13 @@ inline bool read_worker_file(const worker_file& file, std::vector<hold>& out,
       hold h;
       h.worker = file.worker;
       h.life = file.life;
+      h.cli = file.cli;
       fields >> h.acquired >> h.token;
       if (!fields) continue;
       h.previous = last_time;
       last_time = h.acquired;
       open[h.acquired] = out.size();
+      all[h.acquired] = out.size();
       out.push_back(h);
     } else if (kind == "R") {
       std::int64_t acquired = 0;
@@ -181,6 +223,32 @@ inline bool read_worker_file(const worker_file& file, std::vector<hold>& out,
       h.write = r.write;
       h.unlock = r.unlock;
       open.erase(it);
+    } else if (kind == "X") {
+      std::int64_t acquired = 0;
+      std::int64_t gone = 0;
+      int status = 0;
+      fields >> acquired >> gone >> status;
+      if (!fields) continue;
+      last_time = gone;
+      // "X 0": the hold this file recorded last, if dlock ended before its command said it runs.
+      if (acquired == 0 && !open.empty() && open.rbegin()->first > last_x) {
+        acquired = open.rbegin()->first;
+      }
+      last_x = gone;
+      const auto it = all.find(acquired);
+      if (it == all.end()) continue;
+      hold& h = out[it->second];
+      h.unlock = status;
+      if (status == exec_status_lock_lost && h.lost == 0) h.lost = gone;
+      if (open.erase(acquired) > 0) {
+        // The command never recorded its end: it was killed (by dlock's guard, or by dlock after
+        // the kill grace) and was gone at `gone`.
+        if (status == exec_status_killed) {
+          h.killed = gone;
+        } else {
+          h.released = gone;
+        }
+      }
     } else if (kind == "E") {
       fields >> last_time;
       ++errors;
@@ -212,9 +280,11 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
             [](const hold& a, const hold& b) { return a.acquired < b.acquired; });
   std::vector<std::int64_t> restarts;  // starts of faults that may forget acknowledged writes
   std::vector<const fault_event*> pauses;
+  std::vector<const fault_event*> partitions;
   for (const fault_event& f : faults) {
     if (f.forgets) restarts.push_back(f.start);
     if (f.kind == "pause") pauses.push_back(&f);
+    if (f.kind == "partition") partitions.push_back(&f);
   }
   std::sort(restarts.begin(), restarts.end());
   const auto restart_between = [&](std::int64_t from, std::int64_t to) {
@@ -227,12 +297,20 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
       return p->worker == h.worker && p->start <= to && p->end >= from;
     });
   };
+  // Whether `h`'s worker was cut off by a partition at some moment between `from` and `to`.
+  const auto partitioned_between = [&](const hold& h, std::int64_t from, std::int64_t to) {
+    return std::any_of(partitions.begin(), partitions.end(), [&](const fault_event* p) {
+      return p->worker == h.worker && p->start <= to && p->end >= from;
+    });
+  };
 
   // Sweep: every earlier hold whose believed end is after this hold's start overlaps it.
   std::multimap<std::int64_t, std::size_t> active;  // believed end -> index
   std::uint64_t ended_max_token = 0;                // over the holds no longer active
   for (std::size_t i = 0; i < holds.size(); ++i) {
     const hold& b = holds[i];
+    if (b.cli) ++r.acquisitions_cli;
+    if (i > 0 && (holds[i - 1].worker != b.worker || holds[i - 1].life != b.life)) ++r.handoffs;
     if (b.lost != 0) ++r.holds_lost;
     if (b.lost != 0 && b.released != 0 && b.lost > b.released) ++r.holds_lost_after_work;
     if (b.killed != 0 && b.released == 0) ++r.holds_killed;
@@ -269,7 +347,15 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
         const bool explained = (a.lost != 0 && paused_between(a, a.previous, a.lost)) ||
                                (b.lost != 0 && paused_between(b, b.previous, b.lost)) ||
                                restart_between(std::min(a.previous, b.previous), b.acquired);
-        if (!explained) ++r.overlaps_reported_unexplained;
+        if (!explained && partitioned_between(told, told.previous, told.lost)) {
+          ++r.overlaps_reported_partitioned;
+          if (r.examples.size() < 10) {
+            r.examples.push_back("partitioned holder told after the next hold began: " +
+                                 describe(a) + " and " + describe(b));
+          }
+        } else if (!explained) {
+          ++r.overlaps_reported_unexplained;
+        }
       } else if (restart_between(a.acquired, b.acquired)) {
         ++r.overlaps_forgotten;
       } else {
@@ -289,6 +375,32 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
       }
     }
     active.emplace(b.believed_end(), i);
+  }
+
+  // A holder cut off from the lock server is told by its own deadline. The hold of the target
+  // worker that began last before the cut is the one (a hold that had ended before the cut, the
+  // lock passing between the driver's look and the cut, is not).
+  for (const fault_event* p : partitions) {
+    if (p->tell_by == 0) continue;
+    const hold* held = nullptr;
+    for (const hold& h : holds) {
+      if (h.worker == p->worker && h.acquired <= p->start) held = &h;
+    }
+    if (held == nullptr) continue;
+    // Its belief ends when it is told, or when it stopped by itself (it called unlock() before
+    // its deadline, its write having gone through before the cut): either is in time.
+    const std::int64_t end = held->believed_end();
+    if (end != 0 && end < p->start) continue;
+    ++r.partition_holds;
+    if (held->lost != 0 && held->lost == end) ++r.partition_holds_told;
+    if (end == 0 || end > p->tell_by) {
+      ++r.partition_told_late;
+      if (r.examples.size() < 10) {
+        r.examples.push_back("partitioned holder not told by its deadline: " + describe(*held) +
+                             ", cut at " + std::to_string(p->start / 1000) + " us, due by " +
+                             std::to_string(p->tell_by / 1000) + " us");
+      }
+    }
   }
 
   // The resource's own order: tokens of accepted writes strictly increase.
