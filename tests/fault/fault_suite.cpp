@@ -1,10 +1,17 @@
-// dlock_fault_suite: a mutual-exclusion checker under crashes, pauses, restarts and stalls.
+// dlock_fault_suite: a mutual-exclusion checker under crashes, pauses, restarts, stalls, network
+// partitions and added latency.
 //
 // It starts a lock server and a separate resource server (private redis-server processes), runs
 // --workers dlock_fault_worker processes that take one dlock::mutex in a loop and do a fenced
-// write to the resource under it, injects faults on a schedule until --acquisitions holds were
-// taken, stops the workers, and checks their records (fault_records.hpp) together with what the
-// resource accepted. It prints a table and, as its last line, a JSON summary.
+// write to the resource under it, and --workers-cli dlock_fault_cli_worker processes that do the
+// same through `dlock exec`, injects faults on a schedule until --acquisitions holds were taken,
+// stops the workers, and checks their records (fault_records.hpp) together with what the resource
+// accepted. It prints a table and, as its last line, a JSON summary.
+//
+// Partitions put every worker in a network namespace of its own (netns_lab.hpp: veth pairs, a
+// bridge, an nftables set of cut-off addresses); when this machine does not allow that (no root,
+// no nftables, a container without CAP_NET_ADMIN) the suite says why and skips only partitions.
+// Latency goes through dlock_fault_delay_proxy, between the workers and the lock server.
 //
 // Exit status: 0 no violation; 1 a violation (unreported overlapping holds, fenced writes accepted
 // out of token order, accepted writes no hold explains); 2 usage; 3 the run itself failed (a
@@ -18,6 +25,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -25,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,10 +48,21 @@
 
 #include "dlock/dlock.hpp"
 #include "fault_records.hpp"
+#include "netns_lab.hpp"
 #include "redis_process.hpp"
 
 #ifndef DLOCK_FAULT_WORKER
 #define DLOCK_FAULT_WORKER "dlock_fault_worker"
+#endif
+#ifndef DLOCK_FAULT_CLI_WORKER
+#define DLOCK_FAULT_CLI_WORKER "dlock_fault_cli_worker"
+#endif
+#ifndef DLOCK_FAULT_DELAY_PROXY
+#define DLOCK_FAULT_DELAY_PROXY "dlock_fault_delay_proxy"
+#endif
+// The dlock command, when it is built (DLOCK_BUILD_CLI); "" otherwise.
+#ifndef DLOCK_FAULT_CLI
+#define DLOCK_FAULT_CLI ""
 #endif
 
 extern char** environ;
@@ -53,15 +73,37 @@ using namespace std::chrono_literals;
 using dlock::fault::fault_event;
 using dlock::fault::now_ns;
 
-const std::vector<std::string> all_fault_kinds = {"kill",  "pause",        "restart",
-                                                  "sleep", "client-pause", "client-kill"};
+const std::vector<std::string> all_fault_kinds = {
+    "kill", "pause", "restart", "sleep", "client-pause", "client-kill", "partition", "latency"};
+
+// A partitioned holder's deadline is at most 0.9 lease after the cut (its last confirmed renewal
+// was sent before the cut); it must be told by then plus this slack for its I/O thread to run.
+constexpr auto partition_tell_slack = std::chrono::milliseconds(100);
+// The nftables element that cuts a worker off expires by itself this long after the planned end
+// of the partition, so that a suite killed meanwhile leaves no partition behind.
+constexpr auto partition_safety_margin = std::chrono::milliseconds(5000);
+// How long the delay proxy may take to answer a command.
+constexpr auto proxy_answer_timeout = std::chrono::milliseconds(5000);
+
+// Set by SIGINT, SIGTERM or SIGHUP: the run stops at the end of the current fault, then stops the
+// workers and removes its namespaces and nftables table as usual (a second signal kills at once;
+// the next run removes what was left).
+std::atomic<int> interrupted{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_interrupt(int signal) {
+  interrupted.store(signal);
+}
 
 struct suite_options {
   int workers = 4;
+  int workers_cli = -1;  // -1: 1 when the dlock command is known, else 0
   std::uint64_t acquisitions = 10'000;
   std::uint64_t min_acquisitions = 0;
   int lease_ms = 1000;
   int hold_us = 1000;
+  int cli_hold_us = 20'000;
+  int idle_us = 1000;
   int fault_interval_ms = 500;
   std::vector<std::string> faults = all_fault_kinds;
   std::string persistence = "none";  // none, everysec, always
@@ -70,6 +112,9 @@ struct suite_options {
   int time_limit_s = 170;
   unsigned seed = 1;
   std::string worker = DLOCK_FAULT_WORKER;
+  std::string cli_worker = DLOCK_FAULT_CLI_WORKER;
+  std::string cli = DLOCK_FAULT_CLI;
+  std::string proxy = DLOCK_FAULT_DELAY_PROXY;
   bool keep_records = false;
   bool strict = true;
 };
@@ -79,10 +124,12 @@ struct suite_options {
 struct worker_process {
   int id = 0;
   int life = 0;
+  bool cli = false;  // a dlock_fault_cli_worker (`dlock exec`)
   pid_t pid = -1;
   int out_fd = -1;  // its stdout, for the "ready" line
   std::string client_id;
   std::string records;
+  std::string owner_file;  // cli: the hash field of the hold its command runs under
 };
 
 struct worker_life {
@@ -90,16 +137,76 @@ struct worker_life {
   int life = 0;
   std::string path;
   std::int64_t killed_at = 0;
+  bool cli = false;
 };
+
+// Every descendant of `root` as (pid, parent pid), from /proc.
+std::vector<std::pair<pid_t, pid_t>> descendants(pid_t root) {
+  std::multimap<pid_t, pid_t> children;  // parent -> child
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::FILE* stat = std::fopen(("/proc/" + name + "/stat").c_str(), "r");
+    if (stat == nullptr) continue;
+    std::array<char, 512> line{};
+    const bool got = std::fgets(line.data(), line.size(), stat) != nullptr;
+    std::fclose(stat);
+    if (!got) continue;
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so look after the last ')'.
+    const char* close = std::strrchr(line.data(), ')');
+    int parent = 0;
+    if (close == nullptr || std::sscanf(close + 1, " %*c %d", &parent) != 1) continue;
+    children.emplace(parent, static_cast<pid_t>(std::stoi(name)));
+  }
+  std::vector<std::pair<pid_t, pid_t>> out;
+  std::vector<pid_t> todo = {root};
+  while (!todo.empty()) {
+    const pid_t parent = todo.back();
+    todo.pop_back();
+    const auto [from, to] = children.equal_range(parent);
+    for (auto it = from; it != to; ++it) {
+      out.emplace_back(it->second, parent);
+      todo.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+// SIGSTOP of a process and of everything it started (a `dlock exec` worker: its loop, dlock,
+// dlock's guard and the command), looked for again until nothing new appears (a fork racing the
+// stop). Returns the stopped processes, the root first.
+std::vector<pid_t> stop_tree(pid_t root) {
+  std::vector<pid_t> stopped = {root};
+  ::kill(root, SIGSTOP);
+  constexpr int max_rounds = 20;
+  for (int round = 0; round < max_rounds; ++round) {
+    bool more = false;
+    for (const auto& [pid, parent] : descendants(root)) {
+      if (std::find(stopped.begin(), stopped.end(), pid) != stopped.end()) continue;
+      ::kill(pid, SIGSTOP);
+      stopped.push_back(pid);
+      more = true;
+    }
+    if (!more) break;
+  }
+  return stopped;
+}
+
+void continue_tree(const std::vector<pid_t>& stopped) {
+  for (auto it = stopped.rbegin(); it != stopped.rend(); ++it)
+    ::kill(*it, SIGCONT);
+}
 
 class worker_pool {
  public:
   worker_pool(const suite_options& o, std::string lock_url, std::string resource_url,
-              std::string dir)
+              std::string dir, const dlock::fault::netns_lab* lab)
       : o_(o),
         lock_url_(std::move(lock_url)),
         resource_url_(std::move(resource_url)),
-        dir_(std::move(dir)) {}
+        dir_(std::move(dir)),
+        lab_(lab) {}
   ~worker_pool() {
     for (worker_process& w : workers_) {
       if (w.pid > 0) {
@@ -112,11 +219,15 @@ class worker_pool {
   worker_pool(const worker_pool&) = delete;
   worker_pool& operator=(const worker_pool&) = delete;
 
+  // Library workers first (0 .. workers-1), then the `dlock exec` ones.
   void start_all() {
-    workers_.resize(static_cast<std::size_t>(o_.workers));
-    for (int i = 0; i < o_.workers; ++i) {
-      workers_[static_cast<std::size_t>(i)].id = i;
-      spawn(workers_[static_cast<std::size_t>(i)]);
+    const int total = o_.workers + o_.workers_cli;
+    workers_.resize(static_cast<std::size_t>(total));
+    for (int i = 0; i < total; ++i) {
+      worker_process& w = workers_[static_cast<std::size_t>(i)];
+      w.id = i;
+      w.cli = i >= o_.workers;
+      spawn(w);
     }
     for (worker_process& w : workers_)
       wait_ready(w);
@@ -193,8 +304,8 @@ class worker_pool {
  private:
   void spawn(worker_process& w) {
     w.records = dir_ + "/worker-" + std::to_string(w.id) + "-" + std::to_string(w.life) + ".txt";
-    lives_.push_back({w.id, w.life, w.records, 0});
-    std::vector<std::string> args = {o_.worker,
+    lives_.push_back({w.id, w.life, w.records, 0, w.cli});
+    std::vector<std::string> args = {w.cli ? o_.cli_worker : o_.worker,
                                      "--lock",
                                      lock_url_,
                                      "--resource",
@@ -208,10 +319,24 @@ class worker_pool {
                                      "--lease-ms",
                                      std::to_string(o_.lease_ms),
                                      "--hold-us",
-                                     std::to_string(o_.hold_us),
+                                     std::to_string(w.cli ? o_.cli_hold_us : o_.hold_us),
+                                     "--idle-us",
+                                     std::to_string(o_.idle_us),
                                      "--parent",
                                      std::to_string(::getpid())};
     if (o_.no_lock) args.emplace_back("--no-lock");
+    if (lab_ != nullptr) {
+      args.emplace_back("--netns");
+      args.push_back(lab_->netns_path(w.id));
+    }
+    if (w.cli) {
+      w.owner_file = dir_ + "/owner-" + std::to_string(w.id) + ".txt";
+      for (const std::string& a :
+           {std::string("--dlock"), o_.cli, std::string("--owner-file"), w.owner_file,
+            std::string("--log"), dir_ + "/dlock-exec-" + std::to_string(w.id) + ".log"}) {
+        args.push_back(a);
+      }
+    }
     std::vector<char*> argv;
     for (std::string& a : args)
       argv.push_back(a.data());
@@ -223,12 +348,12 @@ class worker_pool {
     ::posix_spawn_file_actions_init(&actions);
     ::posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
     pid_t pid = -1;
-    const int rc = ::posix_spawn(&pid, o_.worker.c_str(), &actions, nullptr, argv.data(), environ);
+    const int rc = ::posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), environ);
     ::posix_spawn_file_actions_destroy(&actions);
     ::close(out[1]);
     if (rc != 0) {
       ::close(out[0]);
-      throw std::runtime_error("cannot start " + o_.worker + ": " + std::strerror(rc));
+      throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
     }
     w.pid = pid;
     w.out_fd = out[0];
@@ -260,8 +385,100 @@ class worker_pool {
   std::string lock_url_;
   std::string resource_url_;
   std::string dir_;
+  const dlock::fault::netns_lab* lab_;
   std::vector<worker_process> workers_;
   std::vector<worker_life> lives_;
+};
+
+// --- the delay proxy -----------------------------------------------------------------------------
+
+// dlock_fault_delay_proxy as a child process: stdin for commands, stdout for its answers.
+class delay_proxy_process {
+ public:
+  delay_proxy_process(const std::string& binary, const std::string& listen,
+                      const std::string& upstream) {
+    std::array<int, 2> in{};
+    std::array<int, 2> out{};
+    if (::pipe2(in.data(), O_CLOEXEC) != 0 || ::pipe2(out.data(), O_CLOEXEC) != 0) {
+      throw std::runtime_error("pipe2 failed");
+    }
+    std::vector<std::string> args = {binary, "--listen", listen, "--upstream", upstream};
+    std::vector<char*> argv;
+    for (std::string& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    ::posix_spawn_file_actions_init(&actions);
+    ::posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+    ::posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    const int rc = ::posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+    ::posix_spawn_file_actions_destroy(&actions);
+    ::close(in[0]);
+    ::close(out[1]);
+    in_ = in[1];
+    out_ = out[0];
+    if (rc != 0) {
+      pid_ = -1;
+      throw std::runtime_error("cannot start " + binary + ": " + std::strerror(rc));
+    }
+    const std::string line = read_line();
+    unsigned port = 0;
+    if (std::sscanf(line.c_str(), "listening %u", &port) != 1) {
+      throw std::runtime_error("the delay proxy said: " + line);
+    }
+    port_ = static_cast<std::uint16_t>(port);
+  }
+  ~delay_proxy_process() {
+    ::close(in_);  // the end of its stdin ends it
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::close(out_);
+  }
+  delay_proxy_process(const delay_proxy_process&) = delete;
+  delay_proxy_process& operator=(const delay_proxy_process&) = delete;
+
+  std::uint16_t port() const { return port_; }
+
+  // In effect for every chunk the proxy reads once this returns.
+  void set_delay(std::chrono::milliseconds delay) {
+    const std::string command = "delay " + std::to_string(delay.count()) + "\n";
+    if (::write(in_, command.data(), command.size()) != static_cast<ssize_t>(command.size())) {
+      throw std::runtime_error("cannot write to the delay proxy");
+    }
+    const std::string answer = read_line();
+    if (answer != "delay " + std::to_string(delay.count())) {
+      throw std::runtime_error("the delay proxy said: " + answer);
+    }
+  }
+
+ private:
+  std::string read_line() {
+    const auto deadline = std::chrono::steady_clock::now() + proxy_answer_timeout;
+    while (buffer_.find('\n') == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{out_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) throw std::runtime_error("the delay proxy did not answer");
+      std::array<char, 256> data{};
+      const ssize_t got = ::read(out_, data.data(), data.size());
+      if (got <= 0) throw std::runtime_error("the delay proxy exited");
+      buffer_.append(data.data(), static_cast<std::size_t>(got));
+    }
+    const auto end = buffer_.find('\n');
+    std::string line = buffer_.substr(0, end);
+    buffer_.erase(0, end + 1);
+    return line;
+  }
+
+  pid_t pid_ = -1;
+  int in_ = -1;
+  int out_ = -1;
+  std::uint16_t port_ = 0;
+  std::string buffer_;
 };
 
 // --- the driver's own Redis commands -------------------------------------------------------------
@@ -279,17 +496,69 @@ dlock::reply command_retry(dlock::client& c, std::initializer_list<std::string_v
   }
 }
 
-// The worker whose client holds the lock now, or nullptr.
+std::string read_owner_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string owner;
+  std::getline(in, owner);
+  return owner;
+}
+
+// The worker whose client holds the lock now, or nullptr. A library worker by its client id; a
+// `dlock exec` worker by the hold's field, which its command wrote to its owner file (so it is
+// found only once the command runs).
 worker_process* find_holder(dlock::client& lock_server, worker_pool& pool,
                             const std::string& name) {
   const dlock::reply fields = command_retry(lock_server, {"HKEYS", name});
   for (const dlock::reply& f : fields.elements) {
     const std::string client_id = f.str.substr(0, f.str.find(':'));
     for (worker_process& w : pool.workers()) {
-      if (w.pid > 0 && w.client_id == client_id) return &w;
+      if (w.pid <= 0) continue;
+      if (w.cli ? read_owner_file(w.owner_file) == f.str : w.client_id == client_id) return &w;
     }
   }
   return nullptr;
+}
+
+// Looks for the worker that holds the lock, applies the fault to it (`act`) and checks that it
+// still holds once the fault acts; if not, takes the fault back (`undo`) and looks again, for up
+// to three leases (the holder is on the server, with no event to wait for: bounded polling). With
+// `prefer_cli`, only a `dlock exec` worker is taken during the first half of that time. Returns
+// nullptr if no holder could be caught.
+template <typename Act, typename Undo>
+worker_process* catch_holder(dlock::client& lock_server, worker_pool& pool, const std::string& name,
+                             std::chrono::milliseconds lease, bool prefer_cli, Act act, Undo undo) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto give_up = started + 3 * lease;
+  const auto prefer_until = started + 3 * lease / 2;
+  constexpr int max_attempts = 500;  // faults applied and taken back
+  for (int attempt = 0; attempt < max_attempts && std::chrono::steady_clock::now() < give_up;) {
+    worker_process* candidate = find_holder(lock_server, pool, name);
+    if (candidate == nullptr ||
+        (prefer_cli && !candidate->cli && std::chrono::steady_clock::now() < prefer_until)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(candidate == nullptr ? 10 : 1));
+      continue;
+    }
+    ++attempt;
+    act(*candidate);
+    if (find_holder(lock_server, pool, name) == candidate) return candidate;
+    undo(*candidate);
+  }
+  return nullptr;
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
 }
 
 std::string join(const std::vector<std::string>& items, const char* separator) {
@@ -306,25 +575,70 @@ int run(const suite_options& o) {
   const std::string lock_name = "fault:lock";
 
   std::printf(
-      "dlock fault suite: %d worker processes, watchdog lease %d ms, hold %d us, "
-      "persistence %s, target %llu acquisitions%s\n",
-      o.workers, o.lease_ms, o.hold_us, o.persistence.c_str(),
-      static_cast<unsigned long long>(o.acquisitions),
+      "dlock fault suite: %d library worker processes, %d `dlock exec` worker processes, "
+      "watchdog lease %d ms, hold %d us (dlock exec: %d us), idle %d us, persistence %s, target "
+      "%llu acquisitions%s\n",
+      o.workers, o.workers_cli, o.lease_ms, o.hold_us, o.cli_hold_us, o.idle_us,
+      o.persistence.c_str(), static_cast<unsigned long long>(o.acquisitions),
       o.no_lock ? ", --no-lock (workers take NO lock: the checker must fail)" : "");
-  std::printf("faults: %s, one every %d ms\n", join(o.faults, " ").c_str(), o.fault_interval_ms);
+  std::vector<std::string> kinds = o.faults;
+  const auto selected = [&](const char* kind) {
+    return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+  };
+
+  // Partitions need a network namespace per worker; without them the workers stay on loopback.
+  std::unique_ptr<dlock::fault::netns_lab> lab;
+  std::string partition_skipped_because;
+  if (selected("partition")) {
+    lab = dlock::fault::netns_lab::make(o.workers + o.workers_cli, partition_skipped_because);
+    if (lab == nullptr) {
+      kinds.erase(std::find(kinds.begin(), kinds.end(), "partition"));
+      std::printf(
+          "partition: SKIPPED, this machine does not let the suite make network namespaces and "
+          "nftables rules (needs root, iproute2, nftables and a kernel or container that allows "
+          "them; scripts/install-deps.sh installs the packages): %s\n",
+          partition_skipped_because.c_str());
+    } else {
+      std::printf("partition: %s\n", lab->describe().c_str());
+    }
+  }
+  std::printf("faults: %s, one every %d ms\n", join(kinds, " ").c_str(), o.fault_interval_ms);
   std::printf(
-      "skipped: network partitions and added latency (they need network namespaces and nftables "
-      "or tc, i.e. root and a kernel that allows them; not built yet), failovers (dlock talks to "
-      "one server: no replicas, Sentinel or Cluster yet)\n");
+      "not injected: failovers (dlock talks to one server: no replicas, Sentinel or Cluster "
+      "yet)%s\n",
+      lab == nullptr && selected("partition") ? ", partitions (see above)" : "");
   std::fflush(stdout);
 
   dlock::tools::redis_process_options lock_options;
+  dlock::tools::redis_process_options resource_options;
   if (o.persistence == "everysec" || o.persistence == "always") {
     lock_options.extra_args = {"--appendonly", "yes", "--appendfsync", o.persistence};
   }
+  if (lab != nullptr) {
+    // Loopback for the driver, the bridge for the workers in their namespaces.
+    for (const std::string& a : lab->redis_bind_args()) {
+      lock_options.extra_args.push_back(a);
+      resource_options.extra_args.push_back(a);
+    }
+  }
   dlock::tools::redis_process lock_server_process(lock_options);
-  dlock::tools::redis_process resource_process;
+  dlock::tools::redis_process resource_process(resource_options);
   const bool restart_forgets = o.persistence != "always";
+
+  // The address workers reach the servers at, and the lock server through the delay proxy.
+  const std::string server_host = lab != nullptr ? lab->server_address() : "127.0.0.1";
+  std::optional<delay_proxy_process> proxy;
+  std::uint16_t worker_lock_port = lock_server_process.port();
+  if (selected("latency")) {
+    proxy.emplace(o.proxy, server_host, "127.0.0.1:" + std::to_string(lock_server_process.port()));
+    worker_lock_port = proxy->port();
+    std::printf("latency: workers reach the lock server through dlock_fault_delay_proxy on %s:%u\n",
+                server_host.c_str(), static_cast<unsigned>(worker_lock_port));
+  }
+  const std::string worker_lock_url =
+      "redis://" + server_host + ":" + std::to_string(worker_lock_port);
+  const std::string worker_resource_url =
+      "redis://" + server_host + ":" + std::to_string(resource_process.port());
 
   char dir_template[] = "/tmp/dlock-fault-XXXXXX";
   if (::mkdtemp(dir_template) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -343,9 +657,14 @@ int run(const suite_options& o) {
   std::uint64_t progress = 0;
   bool time_limit_hit = false;
   std::vector<dlock::fault::worker_file> files;
+  std::map<std::string, int> occurrences;  // of each fault kind so far
+  const auto lease = std::chrono::milliseconds(o.lease_ms);
   {
-    worker_pool pool(o, lock_server_process.url(), resource_process.url(), dir);
+    worker_pool pool(o, worker_lock_url, worker_resource_url, dir, lab.get());
     pool.start_all();
+    const auto library_worker = [&]() -> worker_process& {
+      return pool.workers()[random() % static_cast<unsigned>(o.workers)];
+    };
 
     const auto started = std::chrono::steady_clock::now();
     const auto limit = started + std::chrono::seconds(o.time_limit_s);
@@ -364,7 +683,8 @@ int run(const suite_options& o) {
         time_limit_hit = true;
         break;
       }
-      if (now < next_fault || o.faults.empty()) {
+      if (interrupted.load() != 0) break;
+      if (now < next_fault || kinds.empty()) {
         // Progress is a counter on the resource with no event to wait for: look every 50 ms.
         std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
             50ms, std::max<std::chrono::steady_clock::duration>(next_fault - now, 1ms)));
@@ -372,52 +692,96 @@ int run(const suite_options& o) {
       }
 
       fault_event f;
-      f.kind = o.faults[next_kind++ % o.faults.size()];
+      f.kind = kinds[next_kind++ % kinds.size()];
+      // Every second kill, pause and partition waits (a while) for a `dlock exec` holder.
+      const int occurrence = occurrences[f.kind]++;
+      const bool prefer_cli = o.workers_cli > 0 && occurrence % 2 == 1;
       if (f.kind == "kill") {
-        worker_process* target = find_holder(lock_server, pool, lock_name);
+        // Stop the holder (with all it started), check it still holds, then kill -9: a library
+        // worker is then started anew; of a `dlock exec` worker, dlock itself is killed (its
+        // guard kills the command) and the worker's loop goes on with a new `dlock exec`.
+        std::vector<pid_t> stopped;
+        worker_process* target = catch_holder(
+            lock_server, pool, lock_name, lease, prefer_cli,
+            [&](worker_process& w) { stopped = stop_tree(w.pid); },
+            [&](worker_process& /*w*/) { continue_tree(stopped); });
+        f.on_holder = target != nullptr;
+        if (target == nullptr) target = &library_worker();
+        f.worker = target->id;
+        f.cli = target->cli;
+        if (target->cli) {
+          f.start = now_ns();
+          for (const auto& [pid, parent] : descendants(target->pid)) {
+            if (parent == target->pid) ::kill(pid, SIGKILL);  // dlock exec
+          }
+          // Its hold stays on the server until the lease runs out: not a holder to find again.
+          std::remove(target->owner_file.c_str());
+          continue_tree(stopped);
+        } else {
+          f.start = now_ns();
+          pool.kill_and_restart(*target);
+        }
+        f.end = now_ns();
+      } else if (f.kind == "pause") {
+        // SIGSTOP the holder (a `dlock exec` worker: its loop, dlock, the guard and the command),
+        // checked to still hold once stopped; if no holder can be caught, anyone.
+        std::vector<pid_t> stopped;
+        worker_process* target = catch_holder(
+            lock_server, pool, lock_name, lease, prefer_cli,
+            [&](worker_process& w) {
+              f.start = now_ns();
+              stopped = stop_tree(w.pid);
+            },
+            [&](worker_process& /*w*/) { continue_tree(stopped); });
+        f.on_holder = target != nullptr;
+        if (target == nullptr) {
+          target = &library_worker();
+          f.start = now_ns();
+          stopped = stop_tree(target->pid);
+        }
+        f.worker = target->id;
+        f.cli = target->cli;
+        // The fault is the pause itself: twice the lease, so the lease runs out meanwhile.
+        std::this_thread::sleep_for(2 * lease);
+        continue_tree(stopped);
+        f.end = now_ns();
+      } else if (f.kind == "partition") {
+        // Cut the holder off from both servers (checked to still hold once cut) for two leases.
+        // It must be told by its own deadline; the others get the lock once its lease ran out.
+        const auto duration = 2 * lease;
+        worker_process* target = catch_holder(
+            lock_server, pool, lock_name, lease, prefer_cli,
+            [&](worker_process& w) {
+              lab->cut(w.id, duration + partition_safety_margin);
+              f.start = now_ns();
+            },
+            [&](worker_process& w) { lab->heal(w.id); });
         f.on_holder = target != nullptr;
         if (target == nullptr) {
           target = &pool.workers()[random() % pool.workers().size()];
-        }
-        f.worker = target->id;
-        f.start = now_ns();
-        pool.kill_and_restart(*target);
-        f.end = now_ns();
-      } else if (f.kind == "pause") {
-        // SIGSTOP the holder, and check it still holds once stopped (else resume and try again).
-        // A killed worker's lock may still be held by nobody alive: look again for up to three
-        // leases (the holder is on the server, with no event to wait for), bounded.
-        worker_process* target = nullptr;
-        const auto give_up =
-            std::chrono::steady_clock::now() + 3 * std::chrono::milliseconds(o.lease_ms);
-        for (int attempt = 0;
-             attempt < 500 && target == nullptr && std::chrono::steady_clock::now() < give_up;
-             ++attempt) {
-          worker_process* candidate = find_holder(lock_server, pool, lock_name);
-          if (candidate == nullptr) {
-            std::this_thread::sleep_for(10ms);
-            continue;
-          }
+          lab->cut(target->id, duration + partition_safety_margin);
           f.start = now_ns();
-          ::kill(candidate->pid, SIGSTOP);
-          if (find_holder(lock_server, pool, lock_name) == candidate) {
-            target = candidate;
-          } else {
-            ::kill(candidate->pid, SIGCONT);
-          }
-        }
-        if (target == nullptr) {
-          // No holder to be found (the lock passed between every look): pause anyone.
-          target = &pool.workers()[random() % pool.workers().size()];
-          f.start = now_ns();
-          ::kill(target->pid, SIGSTOP);
         } else {
-          f.on_holder = true;
+          f.tell_by = f.start + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    lease - lease / 10 + partition_tell_slack)
+                                    .count();
         }
         f.worker = target->id;
-        // The fault is the pause itself: twice the lease, so the lease runs out meanwhile.
-        std::this_thread::sleep_for(std::chrono::milliseconds(2 * o.lease_ms));
-        ::kill(target->pid, SIGCONT);
+        f.cli = target->cli;
+        std::this_thread::sleep_for(duration);
+        lab->heal(target->id);
+        f.end = now_ns();
+      } else if (f.kind == "latency") {
+        // Every chunk between the workers and the lock server delayed, in each direction, by a
+        // quarter lease (round trip half a lease: renewals still confirm in time) or by a whole
+        // lease (round trip two leases: every hold is lost before it is even granted), in turn,
+        // for two leases.
+        const auto delay = occurrence % 2 == 0 ? lease / 4 : lease;
+        proxy->set_delay(delay);
+        f.start = now_ns();
+        f.detail = std::to_string(delay.count()) + " ms";
+        std::this_thread::sleep_for(2 * lease);
+        proxy->set_delay(0ms);
         f.end = now_ns();
       } else if (f.kind == "restart") {
         f.forgets = restart_forgets;
@@ -445,12 +809,14 @@ int run(const suite_options& o) {
         f.end = now_ns();
       }
       faults.push_back(f);
+      std::string target;
+      if (f.worker >= 0) {
+        target = std::string("worker ") + std::to_string(f.worker) +
+                 (f.cli ? " (dlock exec, " : " (") + (f.on_holder ? "holder)" : "not holding)");
+      }
+      if (!f.detail.empty()) target = "+" + f.detail + " each way";
       std::printf(
-          "  fault %-12s %s at +%.1f s\n", f.kind.c_str(),
-          f.worker >= 0 ? (std::string("worker ") + std::to_string(f.worker) +
-                           (f.on_holder ? " (holder)" : " (not holding)"))
-                              .c_str()
-                        : "",
+          "  fault %-12s %s at +%.1f s\n", f.kind.c_str(), target.c_str(),
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
       std::fflush(stdout);
       next_fault =
@@ -458,17 +824,20 @@ int run(const suite_options& o) {
     }
     stop_failures = pool.stop_all(10s);
     for (const worker_life& l : pool.lives()) {
-      files.push_back({l.worker, l.life, l.killed_at, l.path});
+      files.push_back({l.worker, l.life, l.killed_at, l.path, l.cli});
     }
   }
 
   {
-    // The faults beside the records, for a look afterwards: kind start end worker on_holder.
+    // The faults beside the records, for a look afterwards:
+    // kind start end worker on_holder cli tell_by [detail]
     std::FILE* out = std::fopen((dir + "/faults.txt").c_str(), "w");
     if (out != nullptr) {
       for (const fault_event& f : faults) {
-        std::fprintf(out, "%s %lld %lld %d %d\n", f.kind.c_str(), static_cast<long long>(f.start),
-                     static_cast<long long>(f.end), f.worker, f.on_holder ? 1 : 0);
+        std::fprintf(out, "%s %lld %lld %d %d %d %lld %s\n", f.kind.c_str(),
+                     static_cast<long long>(f.start), static_cast<long long>(f.end), f.worker,
+                     f.on_holder ? 1 : 0, f.cli ? 1 : 0, static_cast<long long>(f.tell_by),
+                     f.detail.c_str());
       }
       std::fclose(out);
     }
@@ -511,6 +880,8 @@ int run(const suite_options& o) {
     std::printf("  %-46s %12llu  %s\n", what, static_cast<unsigned long long>(n), note);
   };
   row("acquisitions (believed holds)", r.acquisitions);
+  row("  by `dlock exec` workers", r.acquisitions_cli);
+  row("  hand-overs (by another worker than the last)", r.handoffs);
   row("holds reported lost (stop_token fired)", r.holds_lost);
   row("  told only after the work was done", r.holds_lost_after_work);
   row("holds ended by kill -9 of their holder", r.holds_killed);
@@ -538,25 +909,32 @@ int run(const suite_options& o) {
   row("holds whose token did not increase", r.tokens_not_increasing, "VIOLATION if > 0");
   row("  the same, granted across a stall of its holder", r.tokens_not_increasing_stalled,
       o.strict ? "VIOLATION if > 0" : "not failing (--no-strict)");
+  row("holds cut off by a partition", r.partition_holds);
+  row("  ended by being told (stop_token, SIGTERM)", r.partition_holds_told);
+  row("  still believed held after their deadline", r.partition_told_late, "VIOLATION if > 0");
+  row("overlaps: a partitioned holder told late", r.overlaps_reported_partitioned,
+      "VIOLATION if > 0");
 
   std::map<std::string, std::vector<double>> recovery;
-  std::map<std::string, int> counts, on_holder;
+  std::map<std::string, int> counts, on_holder, on_cli;
   for (const fault_event& f : faults) {
     ++counts[f.kind];
     if (f.on_holder) ++on_holder[f.kind];
+    if (f.on_holder && f.cli) ++on_cli[f.kind];
     const auto next = std::upper_bound(starts.begin(), starts.end(), f.start);
     if (next != starts.end()) {
       recovery[f.kind].push_back(static_cast<double>(*next - f.start) / 1e6);
     }
   }
-  std::printf("\n  %-14s %6s %8s %22s %12s\n", "fault", "count", "holder", "re-acquired p50 (ms)",
-              "max (ms)");
+  std::printf("\n  %-14s %6s %8s %12s %22s %12s\n", "fault", "count", "holder", "dlock exec",
+              "re-acquired p50 (ms)", "max (ms)");
   for (const std::string& kind : all_fault_kinds) {
     std::vector<double>& v = recovery[kind];
     std::sort(v.begin(), v.end());
-    const bool targets = kind == "kill" || kind == "pause";
-    std::printf("  %-14s %6d %8s %22.1f %12.1f\n", kind.c_str(), counts[kind],
+    const bool targets = kind == "kill" || kind == "pause" || kind == "partition";
+    std::printf("  %-14s %6d %8s %12s %22.1f %12.1f\n", kind.c_str(), counts[kind],
                 targets ? std::to_string(on_holder[kind]).c_str() : "-",
+                targets ? std::to_string(on_cli[kind]).c_str() : "-",
                 v.empty() ? 0.0 : v[v.size() / 2], v.empty() ? 0.0 : v.back());
   }
   for (const std::string& e : r.examples)
@@ -572,6 +950,9 @@ int run(const suite_options& o) {
   if (r.acquisitions < o.min_acquisitions) {
     failure = "only " + std::to_string(r.acquisitions) + " acquisitions (minimum " +
               std::to_string(o.min_acquisitions) + ")";
+  }
+  if (interrupted.load() != 0) {
+    failure = "interrupted by signal " + std::to_string(interrupted.load());
   }
   if (time_limit_hit) {
     std::printf("  note: the time limit (%d s) ended the run before %llu acquisitions\n",
@@ -589,7 +970,7 @@ int run(const suite_options& o) {
 
   // Anything worth a look afterwards keeps the records too.
   const bool unusual = r.overlaps_reported_unexplained > 0 || r.overlaps_unreported_stalled > 0 ||
-                       r.tokens_not_increasing_stalled > 0;
+                       r.tokens_not_increasing_stalled > 0 || r.lock_errors > 1000;
   if (status == 0 && !o.keep_records && !unusual) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
@@ -607,20 +988,33 @@ int run(const suite_options& o) {
                   v[v.size() / 2], v.back());
     recovery_json += (recovery_json.empty() ? "" : ",") + std::string(item.data());
   }
+  std::string skipped_json;
+  if (lab == nullptr && selected("partition")) skipped_json += "\"partition\",";
+  skipped_json += "\"failover\"";
+  std::string skip_reason_json;
+  if (!partition_skipped_because.empty()) {
+    skip_reason_json = ",\"partition_skipped_because\":" + json_string(partition_skipped_because);
+  }
   std::printf(
-      "{\"acquisitions\":%llu,\"workers\":%d,\"lease_ms\":%d,\"persistence\":\"%s\",\"no_lock\":%s,"
+      "{\"acquisitions\":%llu,\"acquisitions_cli\":%llu,\"handoffs\":%llu,\"workers\":%d,\"workers_"
+      "cli\":%d,"
+      "\"lease_ms\":%d,\"persistence\":\"%s\",\"no_lock\":%s,"
       "\"overlaps\":%llu,\"overlaps_reported\":%llu,\"overlaps_reported_unexplained\":%llu,"
       "\"overlaps_forgotten\":%llu,\"overlaps_unreported_stalled\":%llu,"
       "\"overlaps_unreported\":%llu,\"fenced_accepted\":%llu,\"fenced_refused\":%llu,"
       "\"fenced_out_of_order\":%llu,\"accepted_unknown\":%llu,\"tokens_not_increasing\":%llu,"
-      "\"tokens_not_increasing_stalled\":%llu,"
+      "\"tokens_not_increasing_stalled\":%llu,\"partition_holds\":%llu,"
+      "\"partition_holds_told\":%llu,\"partition_told_late\":%llu,"
+      "\"overlaps_reported_partitioned\":%llu,"
       "\"holds_lost\":%llu,"
       "\"holds_lost_after_work\":%llu,\"holds_killed\":%llu,\"lock_errors\":%llu,\"faults\":{%s},"
       "\"reacquired_ms\":{%s},"
-      "\"skipped\":[\"partition\","
-      "\"latency\",\"failover\"],\"wall_s\":%.1f,\"status\":%d}\n",
-      static_cast<unsigned long long>(r.acquisitions), o.workers, o.lease_ms, o.persistence.c_str(),
-      o.no_lock ? "true" : "false", static_cast<unsigned long long>(r.overlaps),
+      "\"skipped\":[%s]%s,\"wall_s\":%.1f,\"status\":%d}\n",
+      static_cast<unsigned long long>(r.acquisitions),
+      static_cast<unsigned long long>(r.acquisitions_cli),
+      static_cast<unsigned long long>(r.handoffs), o.workers, o.workers_cli, o.lease_ms,
+      o.persistence.c_str(), o.no_lock ? "true" : "false",
+      static_cast<unsigned long long>(r.overlaps),
       static_cast<unsigned long long>(r.overlaps_reported),
       static_cast<unsigned long long>(r.overlaps_reported_unexplained),
       static_cast<unsigned long long>(r.overlaps_forgotten),
@@ -632,11 +1026,15 @@ int run(const suite_options& o) {
       static_cast<unsigned long long>(r.accepted_unknown),
       static_cast<unsigned long long>(r.tokens_not_increasing),
       static_cast<unsigned long long>(r.tokens_not_increasing_stalled),
+      static_cast<unsigned long long>(r.partition_holds),
+      static_cast<unsigned long long>(r.partition_holds_told),
+      static_cast<unsigned long long>(r.partition_told_late),
+      static_cast<unsigned long long>(r.overlaps_reported_partitioned),
       static_cast<unsigned long long>(r.holds_lost),
       static_cast<unsigned long long>(r.holds_lost_after_work),
       static_cast<unsigned long long>(r.holds_killed),
       static_cast<unsigned long long>(r.lock_errors), fault_json.c_str(), recovery_json.c_str(),
-      wall, status);
+      skipped_json.c_str(), skip_reason_json.c_str(), wall, status);
   std::fflush(stdout);
   return status;
 }
@@ -646,18 +1044,27 @@ int run(const suite_options& o) {
 int main(int argc, char** argv) {
   suite_options o;
   CLI::App app{
-      "dlock_fault_suite: a mutual-exclusion checker for dlock::mutex under crashes, pauses,\n"
-      "restarts and stalls of worker processes and of the lock server",
+      "dlock_fault_suite: a mutual-exclusion checker for dlock::mutex and `dlock exec` under\n"
+      "crashes, pauses, restarts and stalls of worker processes and of the lock server, network\n"
+      "partitions and added latency",
       "dlock_fault_suite"};
   app.footer(
-      "Faults: kill (kill -9 of the holder, then a new worker), pause (SIGSTOP of the holder for\n"
-      "two leases, then SIGCONT), restart (kill -9 of the lock server and a start on the same\n"
-      "port), sleep (DEBUG SLEEP 1.5 leases), client-pause (CLIENT PAUSE 1.5 leases ALL),\n"
-      "client-kill (CLIENT KILL of every normal and pub/sub connection). Network partitions,\n"
-      "added latency and failovers are not injected (printed as skipped).\n"
+      "Faults: kill (kill -9 of the holder, then a new worker; of a `dlock exec` holder, kill -9\n"
+      "of dlock), pause (SIGSTOP of the holder for two leases, then SIGCONT), restart (kill -9 of\n"
+      "the lock server and a start on the same port), sleep (DEBUG SLEEP 1.5 leases),\n"
+      "client-pause (CLIENT PAUSE 1.5 leases ALL), client-kill (CLIENT KILL of every normal and\n"
+      "pub/sub connection), partition (the holder's network namespace cut off from both servers\n"
+      "by an nftables rule for two leases; needs root, iproute2 and nftables, else skipped with\n"
+      "the reason), latency (a delay of a quarter lease, then of a whole lease, each way, between\n"
+      "the workers and the lock server, for two leases). Failovers are not injected.\n"
       "Exit status: 0 pass, 1 violation, 2 usage, 3 the run failed.");
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--workers", o.workers, "Worker processes (default 4)")->check(CLI::Range(2, 64));
+  app.add_option("--workers", o.workers, "Library worker processes (default 4)")
+      ->check(CLI::Range(2, 64));
+  app.add_option("--workers-cli", o.workers_cli,
+                 "Worker processes that use `dlock exec` (default 1 when the dlock command was\n"
+                 "built or --cli names it, else 0)")
+      ->check(CLI::Range(0, 16));
   app.add_option("--acquisitions", o.acquisitions, "Stop after this many holds (default 10000)")
       ->check(CLI::Range(1, 100'000'000));
   app.add_option("--min-acquisitions", o.min_acquisitions,
@@ -665,6 +1072,16 @@ int main(int argc, char** argv) {
   app.add_option("--lease-ms", o.lease_ms, "Watchdog lease of the workers (default 1000)")
       ->check(CLI::Range(100, 60'000));
   app.add_option("--hold-us", o.hold_us, "Work under the lock, microseconds (default 1000)")
+      ->check(CLI::Range(0, 1'000'000));
+  app.add_option("--cli-hold-us", o.cli_hold_us,
+                 "Work of the command that `dlock exec` runs, microseconds (default 20000: a\n"
+                 "command runs longer than the library's 1 ms, so faults find it at work)")
+      ->check(CLI::Range(0, 1'000'000));
+  app.add_option(
+         "--idle-us", o.idle_us,
+         "Time a worker lets pass between its release and its next lock call,\n"
+         "microseconds (default 1000: without it the releasing worker takes the lock\n"
+         "again before a waiter has heard of the release, and the lock seldom changes hands)")
       ->check(CLI::Range(0, 1'000'000));
   app.add_option("--fault-interval-ms", o.fault_interval_ms,
                  "Time between the end of a fault and the next (default 500)")
@@ -686,6 +1103,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 86'400));
   app.add_option("--seed", o.seed, "Seed of the fault targets (default 1)");
   app.add_option("--worker", o.worker, "dlock_fault_worker binary");
+  app.add_option("--cli-worker", o.cli_worker, "dlock_fault_cli_worker binary");
+  app.add_option("--cli", o.cli, "The dlock command, for --workers-cli");
+  app.add_option("--delay-proxy", o.proxy, "dlock_fault_delay_proxy binary");
   app.add_flag("--strict,!--no-strict", o.strict,
                "Fail (default) or not (--no-strict) on holders stalled past their lease that\n"
                "released, or were granted the lock, before their watchdog ran and were never told\n"
@@ -694,13 +1114,35 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (std::find(o.faults.begin(), o.faults.end(), "none") != o.faults.end()) o.faults.clear();
+  const bool have_cli = !o.cli.empty() && ::access(o.cli.c_str(), X_OK) == 0;
+  if (o.workers_cli < 0) o.workers_cli = have_cli && !o.no_lock ? 1 : 0;
   if (o.long_run) {
     o.acquisitions = std::max<std::uint64_t>(o.acquisitions, 100'000);
     o.workers = std::max(o.workers, 4);
+    if (have_cli) o.workers_cli = std::max(o.workers_cli, 1);
     o.faults = all_fault_kinds;
     o.time_limit_s = std::max(o.time_limit_s, 1800);
   }
+  if (o.workers_cli > 0 && !have_cli) {
+    std::fprintf(stderr, "dlock_fault_suite: --workers-cli needs the dlock command (--cli): '%s'\n",
+                 o.cli.c_str());
+    return 2;
+  }
+  if (o.workers_cli > 0 && o.no_lock) {
+    std::fprintf(stderr,
+                 "dlock_fault_suite: --no-lock applies to library workers only: add "
+                 "--workers-cli 0\n");
+    return 2;
+  }
   ::signal(SIGPIPE, SIG_IGN);
+  // Interrupted, the run ends the current fault and cleans up (namespaces, nftables table) before
+  // it exits; a second signal ends it at once.
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  action.sa_flags = SA_RESETHAND | SA_RESTART;
+  ::sigemptyset(&action.sa_mask);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP})
+    ::sigaction(signal, &action, nullptr);
   try {
     return run(o);
   } catch (const std::exception& e) {

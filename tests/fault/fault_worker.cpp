@@ -6,6 +6,7 @@
 //
 //   dlock_fault_worker --lock URL --resource URL --name NAME --worker N --life L
 //                      --records FILE [--lease-ms MS] [--hold-us US] [--no-lock] [--parent PID]
+//                      [--netns /var/run/netns/NAME]
 //
 // --no-lock does the same without taking the lock (the token then comes from INCR on the lock
 // server): the checker must see overlaps then.
@@ -28,8 +29,12 @@
 
 #include "dlock/dlock.hpp"
 #include "fault_records.hpp"
+#include "worker_support.hpp"
 
 namespace {
+
+using dlock::fault::one_line;
+using dlock::fault::record_file;
 
 std::atomic<bool> stop_requested{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
@@ -47,41 +52,11 @@ struct worker_options {
   std::string records;
   int lease_ms = 1000;
   int hold_us = 200;
+  int idle_us = 0;
   bool no_lock = false;
   int parent = 0;
+  std::string netns;
 };
-
-// One line, one write(): a kill -9 cannot cut it, and lines of a life never interleave.
-class record_file {
- public:
-  explicit record_file(const std::string& path)
-      : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) {
-    if (fd_ < 0) {
-      throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
-    }
-  }
-  ~record_file() { ::close(fd_); }
-  record_file(const record_file&) = delete;
-  record_file& operator=(const record_file&) = delete;
-
-  void line(const std::string& text) const {
-    const std::string out = text + "\n";
-    const ssize_t written = ::write(fd_, out.data(), out.size());
-    if (written != static_cast<ssize_t>(out.size())) {
-      throw std::runtime_error(std::string("cannot write a record: ") + std::strerror(errno));
-    }
-  }
-
- private:
-  int fd_;
-};
-
-std::string one_line(std::string text) {
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return text;
-}
 
 int run(const worker_options& o) {
   const record_file records(o.records);
@@ -172,6 +147,9 @@ int run(const worker_options& o) {
     records.line("R " + std::to_string(acquired) + " " + std::to_string(end) + " " +
                  std::to_string(lost.load()) + " " + std::to_string(token) + " " +
                  std::to_string(write) + " " + std::to_string(unlock));
+    // Think time: without it the releasing worker takes the lock again before any waiter has
+    // heard of the release, and the lock seldom changes hands.
+    if (o.idle_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(o.idle_us));
   }
   return 0;
 }
@@ -189,8 +167,11 @@ int main(int argc, char** argv) {
   app.add_option("--records", o.records, "Record file (appended)")->required();
   app.add_option("--lease-ms", o.lease_ms, "Watchdog lease")->check(CLI::Range(10, 600'000));
   app.add_option("--hold-us", o.hold_us, "Work under the lock")->check(CLI::Range(0, 10'000'000));
+  app.add_option("--idle-us", o.idle_us, "Time between a release and the next lock call")
+      ->check(CLI::Range(0, 10'000'000));
   app.add_flag("--no-lock", o.no_lock, "Do not take the lock (the checker must fail)");
   app.add_option("--parent", o.parent, "Exit if this process is not the parent");
+  app.add_option("--netns", o.netns, "Enter this network namespace first (/var/run/netns/NAME)");
   CLI11_PARSE(app, argc, argv);
 
   // Die with the driver: a crashed driver leaves no worker behind.
@@ -205,6 +186,7 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &action, nullptr);
 
   try {
+    if (!o.netns.empty()) dlock::fault::enter_netns(o.netns);
     return run(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlock_fault_worker %d: %s\n", o.worker, e.what());
