@@ -589,7 +589,9 @@ void redis_cluster::wait_until(const std::string& what, clock_type::time_point d
     if (clock_type::now() >= deadline) {
       const auto waited =
           std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - began);
-      fail("waited " + std::to_string(waited.count()) + " ms for " + what + "; still: " + wrong);
+      std::string message = "waited " + std::to_string(waited.count()) + " ms for ";
+      message.append(what).append("; still: ").append(wrong);
+      fail(message);
     }
     std::this_thread::sleep_for(
         std::min<clock_type::duration>(poll_interval, deadline - clock_type::now()));
