@@ -75,6 +75,10 @@ using dlock::fault::now_ns;
 
 const std::vector<std::string> all_fault_kinds = {
     "kill", "pause", "restart", "sleep", "client-pause", "client-kill", "partition", "latency"};
+// The default order of injection: the network faults early, so that a short run (the sanitizer
+// build's) has them too.
+const std::vector<std::string> default_rotation = {
+    "kill", "partition", "pause", "latency", "restart", "sleep", "client-pause", "client-kill"};
 
 // A partitioned holder's deadline is at most 0.9 lease after the cut (its last confirmed renewal
 // was sent before the cut); it must be told by then plus this slack for its I/O thread to run.
@@ -105,7 +109,7 @@ struct suite_options {
   int cli_hold_us = 20'000;
   int idle_us = 1000;
   int fault_interval_ms = 500;
-  std::vector<std::string> faults = all_fault_kinds;
+  std::vector<std::string> faults = default_rotation;
   std::string persistence = "none";  // none, everysec, always
   bool no_lock = false;
   bool long_run = false;
@@ -746,22 +750,31 @@ int run(const suite_options& o) {
         continue_tree(stopped);
         f.end = now_ns();
       } else if (f.kind == "partition") {
-        // Cut the holder off from both servers (checked to still hold once cut) for two leases.
-        // It must be told by its own deadline; the others get the lock once its lease ran out.
+        // Cut the holder off from both servers for two leases. It must be told by its own
+        // deadline; the others get the lock once its lease ran out. A library holder holds for
+        // about a millisecond, less than `nft` takes to run: so the holder is stopped (SIGSTOP,
+        // with all it started) while the cut is made and checked, a few milliseconds, far less
+        // than its lease, and runs on cut off.
         const auto duration = 2 * lease;
+        std::vector<pid_t> stopped;
         worker_process* target = catch_holder(
             lock_server, pool, lock_name, lease, prefer_cli,
             [&](worker_process& w) {
+              stopped = stop_tree(w.pid);
               lab->cut(w.id, duration + partition_safety_margin);
               f.start = now_ns();
             },
-            [&](worker_process& w) { lab->heal(w.id); });
+            [&](worker_process& w) {
+              lab->heal(w.id);
+              continue_tree(stopped);
+            });
         f.on_holder = target != nullptr;
         if (target == nullptr) {
           target = &pool.workers()[random() % pool.workers().size()];
           lab->cut(target->id, duration + partition_safety_margin);
           f.start = now_ns();
         } else {
+          continue_tree(stopped);
           f.tell_by = f.start + std::chrono::duration_cast<std::chrono::nanoseconds>(
                                     lease - lease / 10 + partition_tell_slack)
                                     .count();
@@ -970,7 +983,7 @@ int run(const suite_options& o) {
 
   // Anything worth a look afterwards keeps the records too.
   const bool unusual = r.overlaps_reported_unexplained > 0 || r.overlaps_unreported_stalled > 0 ||
-                       r.tokens_not_increasing_stalled > 0 || r.lock_errors > 1000;
+                       r.tokens_not_increasing_stalled > 0;
   if (status == 0 && !o.keep_records && !unusual) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
@@ -1086,7 +1099,8 @@ int main(int argc, char** argv) {
   app.add_option("--fault-interval-ms", o.fault_interval_ms,
                  "Time between the end of a fault and the next (default 500)")
       ->check(CLI::Range(10, 600'000));
-  app.add_option("--faults", o.faults, "Comma-separated kinds, in turn (default: all); 'none'")
+  app.add_option("--faults", o.faults,
+                 "Comma-separated kinds, in turn (default: all, network faults early); 'none'")
       ->delimiter(',')
       ->check(CLI::IsMember([] {
         std::vector<std::string> kinds = all_fault_kinds;
@@ -1120,7 +1134,7 @@ int main(int argc, char** argv) {
     o.acquisitions = std::max<std::uint64_t>(o.acquisitions, 100'000);
     o.workers = std::max(o.workers, 4);
     if (have_cli) o.workers_cli = std::max(o.workers_cli, 1);
-    o.faults = all_fault_kinds;
+    o.faults = default_rotation;
     o.time_limit_s = std::max(o.time_limit_s, 1800);
   }
   if (o.workers_cli > 0 && !have_cli) {

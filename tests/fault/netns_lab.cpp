@@ -59,11 +59,20 @@ void quiet(const std::vector<std::string>& argv) noexcept {
   }
 }
 
-// Whether `pid` is a running dlock_fault_suite (its comm is cut to 15 characters).
+// Whether `pid` is a running dlock_fault_suite (its comm is cut to 15 characters), not a zombie
+// nobody has reaped yet.
 bool suite_alive(int pid) {
-  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  return comm && std::getline(comm, name) && name.rfind("dlock_fault_sui", 0) == 0;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!stat || !std::getline(stat, line)) return false;
+  const auto open = line.find('(');
+  const auto close = line.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close + 2 >= line.size()) {
+    return false;
+  }
+  const std::string name = line.substr(open + 1, close - open - 1);
+  const char state = line[close + 2];
+  return name.rfind("dlock_fault_sui", 0) == 0 && state != 'Z' && state != 'X';
 }
 
 // IPv4 prefixes (network, length) of every route and local address of the root namespace.
