@@ -25,6 +25,7 @@ using std::chrono::steady_clock;
 using test::child_process;
 using test::eventually;
 using tools::redis_cluster;
+using tools::redis_cluster_options;
 
 // Scheduling slack for timing assertions on a loaded 2-core CI machine.
 constexpr auto timing_slack = 500ms;
@@ -332,6 +333,41 @@ TEST(ClusterFailover, ADownClusterGivesAClearErrorWithinTheTimeoutAndRecovers) {
   cluster.wait_ok();
   ASSERT_TRUE(m.try_lock_for(10s));
   m.unlock();
+}
+
+// A password applies to every node: the seed, each master's connection and the sharded
+// subscribers.
+TEST(ClusterAuth, APasswordReachesEveryNodeAndAWrongOneIsAClearError) {
+  redis_cluster_options options;
+  options.password = "s3cret,with@odd:chars";
+  test::redis_test_cluster cluster(options);
+  const std::string name = test::unique_key("auth");
+  client holder{options_for(cluster.seed_url())};
+  const auto masters = cluster.masters();
+  client waiter{options_for(cluster.node_url(cluster.replicas_of(masters.back()).front()))};
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = test::unique_key("k" + std::to_string(i));
+    holder.command({"SET", key, "1"});
+  }
+  mutex held = holder.get_lock(name);
+  held.lock();
+  mutex wanted = waiter.get_lock(name);
+  auto got = std::async(std::launch::async, [&] {
+    const bool ok = wanted.try_lock_for(20s);
+    if (ok) wanted.unlock();
+    return ok;
+  });
+  ASSERT_TRUE(eventually([&] { return held.status().subscribers == 1; }));
+  held.unlock();
+  EXPECT_TRUE(got.get());
+
+  client intruder{redis_cluster::url(cluster.ports().front())};  // no password
+  try {
+    intruder.command({"GET", name});
+    ADD_FAILURE() << "a command without the password was served";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::auth_failed) << e.what();
+  }
 }
 
 #ifdef DLOCK_CLI

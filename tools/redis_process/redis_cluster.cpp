@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <exception>
 #include <fstream>
 #include <map>
@@ -187,6 +188,9 @@ redis_cluster::redis_cluster(redis_cluster_options options) : options_(std::move
 
 void redis_cluster::create_cluster(clock_type::time_point deadline) {
   std::vector<std::string> create{options_.cli_executable, "--cluster", "create"};
+  if (!options_.password.empty()) {
+    create.insert(create.begin() + 1, {"-a", options_.password, "--no-auth-warning"});
+  }
   for (const std::uint16_t port : ports_)
     create.push_back(port_text(port));
   create.insert(create.end(), {"--cluster-replicas", std::to_string(options_.replicas_per_master),
@@ -287,6 +291,7 @@ redis_process_options redis_cluster::node_options(std::uint16_t port) const {
   node.cli_executable = options_.cli_executable;
   node.port = port;
   node.die_with_parent = options_.die_with_parent;
+  node.password = options_.password;
   node.extra_args = {
       "--cluster-enabled", "yes",
       // Relative to the node's --dir, its own temporary directory; kept across restart_node().
@@ -296,6 +301,9 @@ redis_process_options redis_cluster::node_options(std::uint16_t port) const {
       "--repl-diskless-sync-delay", "0",
       // Replicas stay with the master they were given, so tests know where they are.
       "--cluster-allow-replica-migration", "no"};
+  if (!options_.password.empty()) {
+    node.extra_args.insert(node.extra_args.end(), {"--masterauth", options_.password});
+  }
   node.extra_args.insert(node.extra_args.end(), options_.extra_args.begin(),
                          options_.extra_args.end());
   return node;
@@ -330,6 +338,23 @@ std::vector<std::uint16_t> redis_cluster::ports() const {
   return ports_;
 }
 
+std::string redis_cluster::node_url(std::uint16_t port) const {
+  if (options_.password.empty()) return url(port);
+  std::string encoded;
+  for (const char ch : options_.password) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (std::isalnum(byte) != 0 || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+      encoded += ch;
+    } else {
+      static constexpr char hex[] = "0123456789ABCDEF";
+      encoded += '%';
+      encoded += hex[byte >> 4];
+      encoded += hex[byte & 0xf];
+    }
+  }
+  return "redis://:" + encoded + "@127.0.0.1:" + std::to_string(port);
+}
+
 std::string redis_cluster::url(std::uint16_t port) {
   return "redis://" + port_text(port);
 }
@@ -360,7 +385,11 @@ std::chrono::milliseconds redis_cluster::limit(std::chrono::milliseconds timeout
 
 resp_value redis_cluster::call(std::uint16_t port, const std::vector<std::string>& args,
                                std::chrono::milliseconds timeout) const {
-  return resp_call(port, args, timeout);
+  if (options_.password.empty()) return resp_call(port, args, timeout);
+  const std::vector<resp_value> replies =
+      resp_call_all(port, {{"AUTH", options_.password}, args}, timeout);
+  if (replies.at(0).is_error()) return replies.at(0);
+  return replies.at(1);
 }
 
 std::string redis_cluster::cli(std::uint16_t port, const std::vector<std::string>& args) const {
@@ -765,8 +794,9 @@ void redis_cluster::finish_slot_migration(std::uint16_t slot, std::uint16_t from
     if (clock_type::now() >= deadline) fail("keys of slot " + slot_text + " not moved in time");
     std::vector<std::string> migrate{
         "MIGRATE", "127.0.0.1", std::to_string(to_port),
-        "",        "0",         std::to_string(std::chrono::milliseconds(migrate_timeout).count()),
-        "KEYS"};
+        "",        "0",         std::to_string(std::chrono::milliseconds(migrate_timeout).count())};
+    if (!options_.password.empty()) migrate.insert(migrate.end(), {"AUTH", options_.password});
+    migrate.push_back("KEYS");
     for (const resp_value& key : keys.elements)
       migrate.push_back(key.str);
     const resp_value moved = call(from_port, migrate, migrate_timeout + query_timeout);

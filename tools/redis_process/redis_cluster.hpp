@@ -38,6 +38,9 @@ struct redis_cluster_options {
   // Server and client binaries, found through PATH unless they contain a '/'.
   std::string executable = "redis-server";
   std::string cli_executable = "redis-cli";
+  // requirepass (and masterauth, so replicas can sync) on every node, if not empty. The
+  // fixture's own commands authenticate with it; seed_url() and node_url() carry it.
+  std::string password;
   // How long the constructor may take in all: nodes up, cluster created, every node ok.
   std::chrono::milliseconds start_timeout{30000};
   // The default limit of failover(), migrate_slot(), finish_slot_migration() and wait_ok().
@@ -87,10 +90,12 @@ class redis_cluster {
 
   // Every node's port, in start order. Roles change with failovers; ask masters() for today's.
   std::vector<std::uint16_t> ports() const;
-  // "redis://127.0.0.1:<port of the first node>".
-  std::string seed_url() const { return url(ports_.front()); }
-  // "redis://127.0.0.1:<port>".
+  // "redis://127.0.0.1:<port of the first node>" (with the password, if any).
+  std::string seed_url() const { return node_url(ports_.front()); }
+  // "redis://127.0.0.1:<port>", without a password.
   static std::string url(std::uint16_t port);
+  // url(port) with the cluster's password, if any ("redis://:<password>@127.0.0.1:<port>").
+  std::string node_url(std::uint16_t port) const;
   // The node's cluster id (40 hex digits); it survives restarts (nodes.conf is kept).
   // Throws std::out_of_range for a port that is not one of ports().
   const std::string& node_id(std::uint16_t port) const;
