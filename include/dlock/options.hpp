@@ -6,6 +6,11 @@
 //   rediss://...                  the same over TLS, verifying the servers against the system's
 //                                 CA store or tls.ca_file
 //   unix:///path/to/redis.sock[?db=N]    a unix socket
+//   redis-sentinel://[[user]:password@]host1[:port1][,host2[:port2]...][/db][?query]#master_name
+//                                 the hosts are Redis Sentinels (port 26379 by default); they
+//                                 name the master, and the client follows its failovers
+//   rediss-sentinel://...         the same with TLS to the data nodes and to the sentinels
+// Query parameters: db=N; sentinel_password=... (the sentinels' own password, if they have one).
 // User and password may be percent-encoded. IPv6 hosts go in brackets: redis://[::1]:6379.
 // Several hosts name one deployment (the nodes of a Redis Cluster, say): the first that answers
 // is used, and every setting (TLS, user, password) applies to each. Whether the deployment is one
@@ -39,6 +44,13 @@ struct server_address {
   friend bool operator==(const server_address&, const server_address&) = default;
 };
 
+// Set when the hosts of client_options are Redis Sentinels rather than the data nodes.
+struct sentinel_options {
+  std::string master_name;  // not empty: ask the sentinels for this master
+  std::string username;     // the sentinels' ACL user and password (empty: no AUTH to them)
+  std::string password;
+};
+
 struct client_options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
@@ -47,6 +59,9 @@ struct client_options {
   std::vector<server_address> more_hosts;
   std::string unix_path;  // when not empty, connect to this socket instead of host:port
   tls_options tls;
+
+  // Redis Sentinel: when sentinel.master_name is set, host/port and more_hosts are the sentinels.
+  sentinel_options sentinel;
 
   std::string username;  // ACL user; empty: AUTH with the password alone (the "default" user)
   std::string password;  // empty: no AUTH

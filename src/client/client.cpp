@@ -14,6 +14,7 @@
 #include "pubsub/subscriber.hpp"
 #include "route/router.hpp"
 #include "topology/deployment.hpp"
+#include "topology/sentinel.hpp"
 
 namespace dlock {
 namespace {
@@ -56,6 +57,16 @@ const locks::reentrant_protocol& reentrant() {
   return protocol;
 }
 
+// One server or a cluster (asked of the server), or a master found through Sentinel.
+std::unique_ptr<topology::topology> make_topology(asio::io_context& io,
+                                                  const client_options& options,
+                                                  std::shared_ptr<asio::ssl::context> tls) {
+  if (!options.sentinel.master_name.empty()) {
+    return std::make_unique<topology::sentinel>(io, options, std::move(tls), reentrant().scripts());
+  }
+  return std::make_unique<topology::deployment>(io, options, std::move(tls), reentrant().scripts());
+}
+
 }  // namespace
 
 struct client::impl {
@@ -63,8 +74,7 @@ struct client::impl {
       : options(effective(std::move(o))),
         tls_context(options.tls.enabled ? net::make_tls_context(options.tls) : nullptr),
         work(asio::make_work_guard(io)),
-        router(io, std::make_unique<topology::deployment>(io, options, tls_context,
-                                                          reentrant().scripts())),
+        router(io, make_topology(io, options, tls_context)),
         locks(locks::lock_engine::create(io, router, options.locks, options.request_timeout)),
         io_thread([this] { io.run(); }) {
     locks->io().set_io_thread(io_thread.get_id());

@@ -62,7 +62,7 @@ void parse_userinfo(std::string_view userinfo, client_options& o) {
   o.password = percent_decode(userinfo.substr(colon + 1), "password");
 }
 
-// Parses "?db=N" (the only query parameter understood so far).
+// Parses "?db=N&sentinel_password=..." (sentinel_password only for the sentinel schemes).
 void parse_query(std::string_view query, client_options& o) {
   while (!query.empty()) {
     const auto amp = query.find('&');
@@ -73,6 +73,8 @@ void parse_query(std::string_view query, client_options& o) {
     const std::string_view value = eq == std::string_view::npos ? "" : item.substr(eq + 1);
     if (key == "db") {
       o.database = parse_database(value);
+    } else if (key == "sentinel_password" && !o.sentinel.master_name.empty()) {
+      o.sentinel.password = percent_decode(value, "sentinel_password");
     } else {
       bad_url("unknown query parameter '" + std::string(key) + "'");
     }
@@ -82,6 +84,7 @@ void parse_query(std::string_view query, client_options& o) {
 // "host[:port]" or "[v6]:port".
 server_address parse_host_port(std::string_view authority) {
   server_address address;
+  address.port = 0;  // not given: the caller's default
   std::string_view port;
   if (!authority.empty() && authority.front() == '[') {
     const auto close = authority.find(']');
@@ -112,9 +115,21 @@ client_options client_options::from_url(std::string_view url) {
   client_options o;
   const auto scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos)
-    bad_url("missing scheme (redis://, rediss:// or unix://)");
+    bad_url(
+        "missing scheme (redis://, rediss://, redis-sentinel://, rediss-sentinel:// or unix://)");
   const std::string_view scheme = url.substr(0, scheme_end);
   std::string_view rest = url.substr(scheme_end + 3);
+
+  if (scheme == "redis-sentinel" || scheme == "rediss-sentinel") {
+    const auto hash = rest.find('#');
+    if (hash == std::string_view::npos || hash + 1 == rest.size()) {
+      bad_url("a sentinel URL names its master after '#' (redis-sentinel://host:26379#mymaster)");
+    }
+    o.sentinel.master_name = percent_decode(rest.substr(hash + 1), "master name");
+    rest = rest.substr(0, hash);
+  } else if (rest.find('#') != std::string_view::npos) {
+    bad_url("'#' (a master name) only goes with redis-sentinel:// or rediss-sentinel://");
+  }
 
   std::string_view query;
   if (const auto q = rest.find('?'); q != std::string_view::npos) {
@@ -132,9 +147,10 @@ client_options client_options::from_url(std::string_view url) {
     parse_query(query, o);
     return o;
   }
-  if (scheme == "rediss") {
+  const bool sentinel = !o.sentinel.master_name.empty();
+  if (scheme == "rediss" || scheme == "rediss-sentinel") {
     o.tls.enabled = true;
-  } else if (scheme != "redis") {
+  } else if (scheme != "redis" && scheme != "redis-sentinel") {
     bad_url("unknown scheme '" + std::string(scheme) + "'");
   }
 
@@ -153,7 +169,8 @@ client_options client_options::from_url(std::string_view url) {
   bool first = true;
   while (true) {
     const auto comma = authority.find(',');
-    const server_address address = parse_host_port(authority.substr(0, comma));
+    server_address address = parse_host_port(authority.substr(0, comma));
+    if (address.port == 0) address.port = sentinel ? 26379 : 6379;
     if (first) {
       o.host = address.host;
       o.port = address.port;

@@ -148,12 +148,31 @@ void connection::send_asking(std::span<const std::string_view> args, completion 
 }
 
 const client_options& connection::current_address() const noexcept {
+  if (provided_) return *provided_;
   const std::size_t i = address_index_.load(std::memory_order_relaxed);
   return i == 0 || i > alternatives_.size() ? options_ : *alternatives_[i - 1];
 }
 
 std::string connection::endpoint() const {
   return current_address().endpoint();
+}
+
+void connection::reconnect(std::string reason) {
+  asio::post(io_, [self = shared_from_this(), reason = std::move(reason)] {
+    if (self->stop_requested_) return;
+    state now;
+    {
+      std::lock_guard lock(self->mutex_);
+      now = self->state_;
+    }
+    if (now == state::ready) {
+      self->on_link_error(make_error_code(errc::connection_lost), reason);
+    } else if (now == state::waiting_to_reconnect && !self->connecting_) {
+      self->reconnect_timer_.cancel();
+      self->connect();
+    }
+    // Connecting: the attempt under way asks where to go anew if it fails.
+  });
 }
 
 void connection::send_unmatched(std::span<const std::string_view> args) {
@@ -191,7 +210,7 @@ void connection::connect() {
   received_since_tick_ = false;
   ping_outstanding_ = false;
 
-  transport_ = std::make_shared<transport>(io_, current_address(), tls_context_);
+  // connect_timeout covers finding the address too (a provider may ask other servers).
   connect_timer_.expires_after(options_.connect_timeout);
   connect_timer_.async_wait([self = shared_from_this(), generation](std::error_code ec) {
     if (ec || generation != self->generation_) return;
@@ -199,6 +218,23 @@ void connection::connect() {
         make_error_code(errc::connect_timeout),
         "no connection within " + std::to_string(self->options_.connect_timeout.count()) + " ms");
   });
+  if (provider_) {
+    resolving_ = true;
+    provider_([self = shared_from_this(), generation](std::error_code ec, std::string detail,
+                                                      std::shared_ptr<const client_options> to) {
+      if (generation != self->generation_) return;
+      if (ec) return self->on_connect_failed(ec, detail);
+      self->resolving_ = false;
+      self->provided_ = std::move(to);
+      self->connect_to(generation);
+    });
+    return;
+  }
+  connect_to(generation);
+}
+
+void connection::connect_to(std::uint64_t generation) {
+  transport_ = std::make_shared<transport>(io_, current_address(), tls_context_);
   transport_->async_connect([self = shared_from_this(), generation, t = transport_](
                                 std::error_code ec, const std::string& detail) {
     if (generation != self->generation_) return;
@@ -274,7 +310,13 @@ void connection::on_transport_connected(std::uint64_t generation) {
 void connection::on_handshake_reply(const reply& r) {
   const handshake_step step = handshake_steps_[handshake_steps_.size() - handshake_remaining_];
   --handshake_remaining_;
-  if (step == handshake_step::probe && on_probe_) on_probe_(r);
+  if (step == handshake_step::probe && on_probe_) {
+    std::string refusal = on_probe_(r);
+    if (!refusal.empty() && !handshake_error_) {
+      handshake_error_ = make_error_code(errc::connect_failed);
+      handshake_error_detail_ = std::move(refusal);
+    }
+  }
   if (r.is_error() && !handshake_error_) {
     const bool auth_problem = step == handshake_step::auth || starts_with(r.str, "NOAUTH") ||
                               starts_with(r.str, "WRONGPASS");
@@ -314,7 +356,9 @@ void connection::on_connect_failed(std::error_code ec, const std::string& detail
   connecting_ = false;
   if (transport_) transport_->close();
   connect_timer_.cancel();
-  const std::string message = current_address().endpoint() + ": " + detail;
+  // A failed search for the address (Sentinel) says itself where it looked.
+  const std::string message = resolving_ ? detail : current_address().endpoint() + ": " + detail;
+  resolving_ = false;
   ++failures_in_a_row_;
   if (!alternatives_.empty()) {
     address_index_.store((address_index_.load() + 1) % (alternatives_.size() + 1));

@@ -65,8 +65,9 @@ class connection : public std::enable_shared_from_this<connection> {
   }
   // One more command in every handshake, whose reply (an error too) goes to `on_reply` on the
   // I/O thread before the link is ready and before any queued request is written. The topology
-  // asks here what kind of deployment the server belongs to.
-  using probe_handler = std::function<void(const reply& r)>;
+  // asks here what kind of deployment the server belongs to, or whether it is a master. A
+  // non-empty return refuses the server: the attempt fails (errc::connect_failed, that text).
+  using probe_handler = std::function<std::string(const reply& r)>;
   void set_handshake_probe(std::vector<std::string> args, probe_handler on_reply) {
     probe_args_ = std::move(args);
     on_probe_ = std::move(on_reply);
@@ -77,6 +78,13 @@ class connection : public std::enable_shared_from_this<connection> {
   void set_alternatives(std::vector<std::shared_ptr<const client_options>> alternatives) {
     alternatives_ = std::move(alternatives);
   }
+  // Where to connect, asked again before every attempt (Redis Sentinel: "which server is the
+  // master now?"). The provider runs on the I/O thread and calls back there, once, with the
+  // address (options aimed at it) or an error, which fails the attempt like a refused connect.
+  using address_callback = std::function<void(std::error_code ec, std::string detail,
+                                              std::shared_ptr<const client_options> address)>;
+  using address_provider = std::function<void(address_callback done)>;
+  void set_address_provider(address_provider provider) { provider_ = std::move(provider); }
 
   // Begins connecting. Call once.
   void start();
@@ -97,6 +105,10 @@ class connection : public std::enable_shared_from_this<connection> {
   void send_asking(std::span<const std::string_view> args, completion done,
                    std::chrono::milliseconds timeout);
 
+  // Drops the link and connects again (the address may have changed: a failover). Requests not yet
+  // written wait for the new link; those written fail with errc::connection_lost. Thread-safe.
+  void reconnect(std::string reason);
+
   // Push mode: queues a command whose answers arrive as push messages. Dropped if the link is
   // lost before it is written; the link handler is told, so the caller can send again.
   void send_unmatched(std::span<const std::string_view> args);
@@ -111,7 +123,8 @@ class connection : public std::enable_shared_from_this<connection> {
 
   // All on the I/O thread.
   void connect();
-  void connect_soon();  // a request arrived while waiting to reconnect
+  void connect_to(std::uint64_t generation);  // after the address is known
+  void connect_soon();                        // a request arrived while waiting to reconnect
   std::chrono::milliseconds next_reconnect_delay();
   void schedule_reconnect(std::chrono::milliseconds delay);
   void on_transport_connected(std::uint64_t generation);
@@ -138,6 +151,9 @@ class connection : public std::enable_shared_from_this<connection> {
   std::vector<std::string> probe_args_;
   probe_handler on_probe_;
   std::vector<std::shared_ptr<const client_options>> alternatives_;
+  address_provider provider_;
+  std::shared_ptr<const client_options> provided_;  // the provider's last answer (I/O thread)
+  bool resolving_ = false;                          // the provider is being asked
 
   // Shared with user threads, guarded by mutex_.
   std::mutex mutex_;
@@ -162,6 +178,7 @@ class connection : public std::enable_shared_from_this<connection> {
   enum class handshake_step { auth, select, probe, optional };
   std::vector<handshake_step> handshake_steps_;
   std::error_code handshake_error_;
+  std::string probe_refusal_;
   std::string handshake_error_detail_;
   asio::steady_timer connect_timer_;
   asio::steady_timer reconnect_timer_;

@@ -51,6 +51,7 @@ subscriber::link& subscriber::ensure_link(const node_ref& node) {
   l.connection = std::make_shared<net::connection>(io_, *node.options, tls_context_,
                                                    net::connection::mode::push);
   l.connection->set_alternatives(node.alternatives);
+  if (node.provider) l.connection->set_address_provider(node.provider);
   // The connection lives as long as the subscriber: weak references avoid a cycle.
   std::weak_ptr<subscriber> weak = weak_from_this();
   l.connection->set_link_handler([weak, key = node.key](bool up) {
@@ -142,6 +143,12 @@ void subscriber::relocate() {
     if (to.up) send_subscribe(to, channel, state);
   }
   retire_unused_links();
+}
+
+void subscriber::reconnect(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  for (auto& [key, l] : links_)
+    l.connection->reconnect(reason);
 }
 
 void subscriber::retire_unused_links() {

@@ -40,6 +40,7 @@ struct node_ref {
   std::string key;
   std::shared_ptr<const client_options> options;
   std::vector<std::shared_ptr<const client_options>> alternatives;  // see connection
+  net::connection::address_provider provider;  // set: ask it before each connect (Sentinel)
 };
 
 class subscriber : public std::enable_shared_from_this<subscriber> {
@@ -69,6 +70,10 @@ class subscriber : public std::enable_shared_from_this<subscriber> {
   // Asks the locator again for every channel; moves those whose node changed and subscribes
   // again those a server dropped. Thread-safe.
   void relocate();
+
+  // Drops every link and connects again (the server moved: a Sentinel failover). Channels are
+  // subscribed again and listeners hear on_subscribed. Thread-safe.
+  void reconnect(const std::string& reason);
 
   void stop();
 

@@ -119,7 +119,7 @@ net::connection& router::connection_for(target to) {
 
 void router::send(target to, std::span<const std::string_view> args, net::completion done,
                   std::chrono::milliseconds timeout, bool urgent) {
-  if (mode() == topology::mode::single) {
+  if (mode() == topology::mode::single && !follows_failovers_) {
     connection_for(to).send(args, std::move(done), timeout, urgent);
     return;
   }
@@ -151,7 +151,7 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
   owned->insert(owned->end(), keys.begin(), keys.end());
   owned->insert(owned->end(), args.begin(), args.end());
 
-  if (mode() != topology::mode::single) {
+  if (mode() != topology::mode::single || follows_failovers_) {
     try {
       check_same_slot(keys);
     } catch (const error& e) {
@@ -226,14 +226,18 @@ void router::on_reply(const std::shared_ptr<request>& r, net::connection& link, 
       asked_.fetch_add(1, std::memory_order_relaxed);
       return dispatch(r, servers_->node(redirect->target), true);
     }
-    if (starts_with(answer.str, "TRYAGAIN") || starts_with(answer.str, "CLUSTERDOWN")) {
-      if (starts_with(answer.str, "CLUSTERDOWN")) servers_->refresh_soon();
+    const bool failover_reply = follows_failovers_ && (starts_with(answer.str, "READONLY") ||
+                                                       starts_with(answer.str, "LOADING") ||
+                                                       starts_with(answer.str, "MASTERDOWN"));
+    if (starts_with(answer.str, "TRYAGAIN") || starts_with(answer.str, "CLUSTERDOWN") ||
+        failover_reply) {
+      if (!starts_with(answer.str, "TRYAGAIN")) servers_->refresh_soon();
       r->last_error = ec;
       r->last_reply = std::move(answer);
       return retry_later(r);
     }
   } else if ((ec == errc::connect_failed || ec == errc::connect_timeout) &&
-             mode() == topology::mode::cluster) {
+             (mode() == topology::mode::cluster || follows_failovers_)) {
     // Never written: safe to send again, to whoever serves the slot by then.
     servers_->refresh_soon();
     r->last_error = ec;

@@ -9,6 +9,8 @@
 //   ASK slot host:port     ASKING + the request on that node, once; the map is not changed
 //   TRYAGAIN, CLUSTERDOWN, the node unreachable (the request was never written)
 //                          the request goes again after a growing delay while its timeout allows
+//   READONLY, LOADING, MASTERDOWN, the master unreachable (with Sentinel)
+//                          the same, after asking the topology to find the master again
 //
 // A request that was written and whose connection then broke is never sent again here: it may
 // have run (the lock engine decides what is safe to retry). On one server none of this costs
@@ -58,7 +60,7 @@ std::vector<std::string_view> keys_of(std::span<const std::string_view> args);
 class router {
  public:
   router(asio::io_context& io, std::unique_ptr<topology::topology> servers)
-      : io_(io), servers_(std::move(servers)) {}
+      : io_(io), servers_(std::move(servers)), follows_failovers_(servers_->follows_failovers()) {}
 
   // Queues `args` for `to`; `done` runs once (see net::connection::send). `urgent` puts it ahead
   // of everything not yet written (release retries).
@@ -109,6 +111,7 @@ class router {
 
   asio::io_context& io_;
   std::unique_ptr<topology::topology> servers_;
+  const bool follows_failovers_;  // Sentinel: READONLY and an unreachable master are retried
   std::atomic<std::uint64_t> moved_{0}, asked_{0}, retries_{0};
 };
 

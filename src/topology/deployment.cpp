@@ -50,7 +50,10 @@ deployment::deployment(asio::io_context& io, const client_options& options,
   seed_ = std::make_shared<net::connection>(io, options, tls_context_);
   seed_->set_alternatives(seed_alternatives_);
   seed_->set_preload_scripts(preload_scripts_);
-  seed_->set_handshake_probe({"CLUSTER", "SHARDS"}, [this](const reply& r) { on_probe(r); });
+  seed_->set_handshake_probe({"CLUSTER", "SHARDS"}, [this](const reply& r) {
+    on_probe(r);
+    return std::string();
+  });
   // Connections are stopped before this deployment goes (stop()), so `this` outlives handlers.
   seed_->set_link_handler([this](bool up) {
     if (mode() != mode::cluster) on_link(false, up);

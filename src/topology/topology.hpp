@@ -30,6 +30,9 @@ class topology {
   virtual ~topology() = default;
 
   virtual enum mode mode() const noexcept = 0;
+  // Whether the master can move under the same URL without redirections (Sentinel): the router
+  // then retries READONLY, LOADING and unreachable-master replies after refresh_soon().
+  virtual bool follows_failovers() const noexcept { return false; }
 
   // The connection of the master that serves `key`. Connections live as long as the topology.
   virtual net::connection& master_for(std::string_view key) = 0;

@@ -132,3 +132,29 @@ TEST(ClientOptionsUrl, AnEmptyHostInAListIsRefused) {
     EXPECT_THROW(dlock::client_options::from_url(url), dlock::error) << url;
   }
 }
+
+TEST(ClientOptionsUrl, SentinelUrls) {
+  const auto o = dlock::client_options::from_url(
+      "rediss-sentinel://:data%40pw@10.0.0.1,10.0.0.2:26380/3?sentinel_password=s%26p#my%20master");
+  EXPECT_EQ(o.sentinel.master_name, "my master");
+  EXPECT_EQ(o.sentinel.password, "s&p");
+  EXPECT_EQ(o.password, "data@pw");
+  EXPECT_TRUE(o.tls.enabled);
+  EXPECT_EQ(o.database, 3);
+  EXPECT_EQ(o.host, "10.0.0.1");
+  EXPECT_EQ(o.port, 26379) << "the sentinels' default port";
+  ASSERT_EQ(o.more_hosts.size(), 1u);
+  EXPECT_EQ(o.more_hosts[0], (dlock::server_address{"10.0.0.2", 26380}));
+
+  const auto plain = dlock::client_options::from_url("redis-sentinel://h#m");
+  EXPECT_FALSE(plain.tls.enabled);
+  EXPECT_EQ(plain.sentinel.master_name, "m");
+}
+
+TEST(ClientOptionsUrl, BadSentinelUrls) {
+  dlock::expect_invalid("redis-sentinel://h", "names its master after '#'");
+  dlock::expect_invalid("redis-sentinel://h#", "names its master after '#'");
+  dlock::expect_invalid("redis://h#m", "only goes with redis-sentinel");
+  dlock::expect_invalid("redis://h?sentinel_password=x",
+                        "unknown query parameter 'sentinel_password'");
+}

@@ -27,8 +27,11 @@ int ping(const std::string& url) {
                         std::chrono::steady_clock::now() - start)
                         .count();
     const bool cluster = c.routing_metrics().deployment == dlock::deployment_kind::cluster;
-    fmt::print("{} in {} us from {} ({})\n", pong, us, c.options().endpoint(),
-               cluster ? "a node of a Redis Cluster" : "one server");
+    const std::string& master = c.options().sentinel.master_name;
+    fmt::print("{} in {} us from {}\n", pong, us,
+               !master.empty() ? "master '" + master + "' found through Redis Sentinel"
+               : cluster       ? c.options().endpoint() + " (a node of a Redis Cluster)"
+                               : c.options().endpoint() + " (one server)");
     return exit_ok;
   } catch (const dlock::error& e) {
     print_error(e.what());

@@ -1,0 +1,181 @@
+#include "topology/sentinel.hpp"
+
+#include "dlock/error.hpp"
+
+namespace dlock::topology {
+namespace {
+
+std::shared_ptr<const client_options> aimed_at(const client_options& base, std::string host,
+                                               std::uint16_t port) {
+  auto o = std::make_shared<client_options>(base);
+  o->host = std::move(host);
+  o->port = port;
+  o->more_hosts.clear();
+  o->unix_path.clear();
+  return o;
+}
+
+// The sentinels' own connection settings: their user and password, no database.
+std::shared_ptr<const client_options> sentinel_at(const client_options& base,
+                                                  const server_address& a) {
+  auto o = std::make_shared<client_options>(base);
+  o->host = a.host;
+  o->port = a.port;
+  o->more_hosts.clear();
+  o->username = base.sentinel.username;
+  o->password = base.sentinel.password;
+  o->database = 0;
+  return o;
+}
+
+std::string endpoint_of(const std::string& host, std::uint16_t port) {
+  return host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
+                                             : host + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+// One search for the master: the sentinels are asked one after another.
+struct sentinel::resolution {
+  net::connection::address_callback done;
+  std::size_t next = 0;
+  bool some_do_not_know = false;  // a sentinel answered that it monitors no such master
+  std::string failures;           // what the others said, for the error message
+};
+
+sentinel::sentinel(asio::io_context& io, const client_options& options,
+                   std::shared_ptr<asio::ssl::context> tls_context,
+                   std::vector<std::string_view> preload_scripts)
+    : io_(io), options_(options), tls_context_(std::move(tls_context)) {
+  for (const server_address& a : options.addresses()) {
+    sentinel_options_.push_back(sentinel_at(options, a));
+    sentinels_.push_back(
+        std::make_shared<net::connection>(io, *sentinel_options_.back(), tls_context_));
+  }
+  // Connections are stopped before this topology goes (stop()), so `this` outlives handlers.
+  auto provider = [this](net::connection::address_callback done) { resolve(std::move(done)); };
+  master_ = std::make_shared<net::connection>(io, options, tls_context_);
+  master_->set_preload_scripts(std::move(preload_scripts));
+  master_->set_address_provider(provider);
+  master_->set_handshake_probe({"ROLE"}, [this](const reply& r) -> std::string {
+    if (r.is_array() && !r.elements.empty() && r.elements[0].str == "master") return {};
+    const std::string role = r.is_array() && !r.elements.empty() ? r.elements[0].str : r.str;
+    return "the sentinels named " + master_->endpoint() + " as master '" +
+           options_.sentinel.master_name + "', but its ROLE is '" + role +
+           "' (a stale answer during a failover); asking again";
+  });
+  master_->set_link_handler([this](bool up) {
+    if (link_listener_) link_listener_(up);
+  });
+
+  const std::shared_ptr<const client_options> data_options(std::shared_ptr<void>(), &options_);
+  subscriber_ = std::make_shared<pubsub::subscriber>(
+      io, tls_context_, pubsub::subscriber::flavour::classic,
+      [master = pubsub::node_ref{"master", data_options, {}, provider}](std::string_view) {
+        return master;
+      });
+  std::vector<std::shared_ptr<const client_options>> others(sentinel_options_.begin() + 1,
+                                                            sentinel_options_.end());
+  announcements_ = std::make_shared<pubsub::subscriber>(
+      io, tls_context_, pubsub::subscriber::flavour::classic,
+      [s = pubsub::node_ref{"sentinels", sentinel_options_.front(), others, {}}](std::string_view) {
+        return s;
+      });
+  const std::uint64_t id = announcements_->add(
+      "+switch-master", {[this](std::string_view payload) { on_switch_message(payload); }, {}});
+  switch_subscription_ = pubsub::make_subscription(*announcements_, id);
+
+  for (const auto& s : sentinels_)
+    s->start();
+  master_->start();
+}
+
+sentinel::~sentinel() {
+  stop();
+}
+
+void sentinel::stop() {
+  if (stopped_.exchange(true)) return;
+  master_->stop();
+  subscriber_->stop();
+  announcements_->stop();
+  for (const auto& s : sentinels_)
+    s->stop();
+}
+
+void sentinel::resolve(net::connection::address_callback done) {
+  auto r = std::make_shared<resolution>();
+  r->done = std::move(done);
+  ask(std::move(r));
+}
+
+void sentinel::ask(std::shared_ptr<resolution> r) {
+  if (r->next >= sentinels_.size()) {
+    const std::string name = "'" + options_.sentinel.master_name + "'";
+    std::string detail = r->some_do_not_know ? "no sentinel knows a master named " + name
+                                             : "no sentinel answered where master " + name + " is";
+    r->done(make_error_code(errc::connect_failed), detail + " (" + r->failures + ")", nullptr);
+    return;
+  }
+  const std::size_t index = r->next++;
+  net::connection& link = *sentinels_[index];
+  const std::string_view args[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+                                   options_.sentinel.master_name};
+  // Each sentinel gets its share of the connect timeout, so a hung one leaves time for the rest.
+  const auto share = std::max(options_.connect_timeout / static_cast<int>(sentinels_.size()),
+                              std::chrono::milliseconds(100));
+  link.send(
+      args,
+      [this, r, index](std::error_code ec, reply answer) {
+        const std::string who = sentinel_options_[index]->endpoint();
+        if (!ec && answer.is_array() && answer.elements.size() == 2 &&
+            answer.elements[0].is_string()) {
+          try {
+            const int port = std::stoi(answer.elements[1].str);
+            if (port > 0 && port < 65536) {
+              r->done({}, {},
+                      aimed_at(options_, answer.elements[0].str, static_cast<std::uint16_t>(port)));
+              return;
+            }
+          } catch (const std::exception&) {
+            // Not a port: a malformed answer, counted below.
+          }
+        }
+        if (!ec && answer.is_nil()) {
+          r->some_do_not_know = true;
+          r->failures += (r->failures.empty() ? "" : "; ") + who + ": unknown master";
+        } else {
+          r->failures += (r->failures.empty() ? "" : "; ") + who + ": " +
+                         (ec ? answer.str.empty() ? ec.message() : answer.str
+                             : "unexpected answer " + to_string(answer));
+        }
+        ask(r);
+      },
+      share);
+}
+
+void sentinel::on_switch_message(std::string_view payload) {
+  // "<master name> <old ip> <old port> <new ip> <new port>"
+  const auto space = payload.find(' ');
+  if (payload.substr(0, space) != options_.sentinel.master_name) return;
+  switches_seen_.fetch_add(1, std::memory_order_relaxed);
+  follow("the sentinels switched master '" + options_.sentinel.master_name +
+         "': " + std::string(payload.substr(space + 1)));
+}
+
+void sentinel::refresh_soon() {
+  // A READONLY reply or an unreachable master: ask the sentinels again, once for many replies.
+  if (follow_pending_.exchange(true)) return;
+  asio::post(io_, [this] {
+    follow_pending_ = false;
+    follow("the master refused a write or cannot be reached");
+  });
+}
+
+void sentinel::follow(const std::string& why) {
+  if (stopped_) return;
+  master_->reconnect(why);
+  subscriber_->reconnect(why);
+}
+
+}  // namespace dlock::topology
