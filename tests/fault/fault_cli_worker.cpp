@@ -7,8 +7,8 @@
 //       --life L --records FILE --owner-file FILE [--lease-ms MS] [--hold-us US] [--parent PID]
 //       [--netns /var/run/netns/NAME] [--log FILE]
 //
-// runs, until SIGTERM, `dlock --redis URL exec --watchdog LEASE --wait ... --kill-grace ... NAME --
-// dlock_fault_cli_worker --child ...`, as a cron job or a script would. The child (the command
+// runs, until SIGTERM, `dlock --redis URL exec --watchdog LEASE --wait WAIT --kill-grace ... NAME
+// -- dlock_fault_cli_worker --child ...`, as a cron job or a script would. The child (the command
 // under the lock) does what a library worker does under the lock:
 //
 //   dlock_fault_cli_worker --child --resource URL --worker N --records FILE --owner-file FILE
@@ -63,8 +63,6 @@ using dlock::fault::record_file;
 // dlock exec's own exit statuses (docs/cli.md, README "Exit status").
 constexpr int exec_conflict = 75;  // the lock was still held after --wait
 constexpr int exec_signal_base = 128;
-// How long dlock exec waits for the lock before the loop looks at SIGTERM again.
-constexpr auto exec_wait = 500ms;
 // After a lost lock dlock exec sends SIGTERM, then SIGKILL after this. Longer than the child's
 // fenced write can take (the resource client's request timeout), so the child always records.
 constexpr auto exec_kill_grace = 10s;
@@ -100,6 +98,7 @@ struct options {
   int lease_ms = 1000;
   int hold_us = 200;
   int idle_us = 0;
+  int wait_ms = 500;
   int parent = 0;
   std::string netns;
   std::string log;
@@ -206,7 +205,7 @@ std::pair<int, std::string> run_exec(const options& o, const std::string& self, 
       o.dlock,        "--redis",
       o.lock_url,     "exec",
       "--watchdog",   seconds_text(std::chrono::milliseconds(o.lease_ms)),
-      "--wait",       seconds_text(exec_wait),
+      "--wait",       seconds_text(std::chrono::milliseconds(o.wait_ms)),
       "--kill-grace", seconds_text(exec_kill_grace),
       o.name,         "--",
       self,           "--child",
@@ -324,6 +323,10 @@ int main(int argc, char** argv) {
   app.add_option("--hold-us", o.hold_us, "Work under the lock")->check(CLI::Range(0, 10'000'000));
   app.add_option("--idle-us", o.idle_us, "Time between a release and the next lock call")
       ->check(CLI::Range(0, 10'000'000));
+  app.add_option("--wait-ms", o.wait_ms,
+                 "dlock exec --wait: how long it waits for the lock before the loop looks at\n"
+                 "SIGTERM again (default 500)")
+      ->check(CLI::Range(1, 600'000));
   app.add_option("--parent", o.parent, "Exit if this process is not the parent");
   app.add_option("--netns", o.netns, "Enter this network namespace first (/var/run/netns/NAME)");
   app.add_option("--log", o.log, "dlock exec's stderr goes here (appended)");

@@ -108,6 +108,7 @@ struct suite_options {
   int hold_us = 1000;
   int cli_hold_us = 20'000;
   int idle_us = 1000;
+  int wait_ms = 0;  // 0: three leases
   int fault_interval_ms = 500;
   std::vector<std::string> faults = default_rotation;
   std::string persistence = "none";  // none, everysec, always
@@ -326,6 +327,8 @@ class worker_pool {
                                      std::to_string(w.cli ? o_.cli_hold_us : o_.hold_us),
                                      "--idle-us",
                                      std::to_string(o_.idle_us),
+                                     "--wait-ms",
+                                     std::to_string(o_.wait_ms),
                                      "--parent",
                                      std::to_string(::getpid())};
     if (o_.no_lock) args.emplace_back("--no-lock");
@@ -593,7 +596,8 @@ int run(const suite_options& o) {
   // Partitions need a network namespace per worker; without them the workers stay on loopback.
   std::unique_ptr<dlock::fault::netns_lab> lab;
   std::string partition_skipped_because;
-  if (selected("partition")) {
+  const bool partition_requested = selected("partition");
+  if (partition_requested) {
     lab = dlock::fault::netns_lab::make(o.workers + o.workers_cli, partition_skipped_because);
     if (lab == nullptr) {
       kinds.erase(std::find(kinds.begin(), kinds.end(), "partition"));
@@ -610,7 +614,7 @@ int run(const suite_options& o) {
   std::printf(
       "not injected: failovers (dlock talks to one server: no replicas, Sentinel or Cluster "
       "yet)%s\n",
-      lab == nullptr && selected("partition") ? ", partitions (see above)" : "");
+      lab == nullptr && partition_requested ? ", partitions (see above)" : "");
   std::fflush(stdout);
 
   dlock::tools::redis_process_options lock_options;
@@ -1002,7 +1006,7 @@ int run(const suite_options& o) {
     recovery_json += (recovery_json.empty() ? "" : ",") + std::string(item.data());
   }
   std::string skipped_json;
-  if (lab == nullptr && selected("partition")) skipped_json += "\"partition\",";
+  if (lab == nullptr && partition_requested) skipped_json += "\"partition\",";
   skipped_json += "\"failover\"";
   std::string skip_reason_json;
   if (!partition_skipped_because.empty()) {
@@ -1096,6 +1100,10 @@ int main(int argc, char** argv) {
          "microseconds (default 1000: without it the releasing worker takes the lock\n"
          "again before a waiter has heard of the release, and the lock seldom changes hands)")
       ->check(CLI::Range(0, 1'000'000));
+  app.add_option("--wait-ms", o.wait_ms,
+                 "How long one lock call of a worker waits (default: three leases, longer than\n"
+                 "the round trip under the latency fault, so that waiters still get the lock)")
+      ->check(CLI::Range(0, 600'000));
   app.add_option("--fault-interval-ms", o.fault_interval_ms,
                  "Time between the end of a fault and the next (default 500)")
       ->check(CLI::Range(10, 600'000));
@@ -1128,6 +1136,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (std::find(o.faults.begin(), o.faults.end(), "none") != o.faults.end()) o.faults.clear();
+  if (o.wait_ms == 0) o.wait_ms = 3 * o.lease_ms;
   const bool have_cli = !o.cli.empty() && ::access(o.cli.c_str(), X_OK) == 0;
   if (o.workers_cli < 0) o.workers_cli = have_cli && !o.no_lock ? 1 : 0;
   if (o.long_run) {

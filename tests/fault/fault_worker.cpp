@@ -53,6 +53,7 @@ struct worker_options {
   int lease_ms = 1000;
   int hold_us = 200;
   int idle_us = 0;
+  int wait_ms = 250;
   bool no_lock = false;
   int parent = 0;
   std::string netns;
@@ -107,7 +108,7 @@ int run(const worker_options& o) {
       }
     } else {
       std::error_code ec;
-      const bool held = m.try_lock_for(std::chrono::milliseconds(250), ec);
+      const bool held = m.try_lock_for(std::chrono::milliseconds(o.wait_ms), ec);
       if (ec) {
         records.line("E " + std::to_string(dlock::fault::now_ns()) + " " + one_line(ec.message()));
         std::this_thread::sleep_for(std::chrono::milliseconds(20));  // retry pacing
@@ -169,6 +170,8 @@ int main(int argc, char** argv) {
   app.add_option("--hold-us", o.hold_us, "Work under the lock")->check(CLI::Range(0, 10'000'000));
   app.add_option("--idle-us", o.idle_us, "Time between a release and the next lock call")
       ->check(CLI::Range(0, 10'000'000));
+  app.add_option("--wait-ms", o.wait_ms, "How long one lock call waits (default 250)")
+      ->check(CLI::Range(1, 600'000));
   app.add_flag("--no-lock", o.no_lock, "Do not take the lock (the checker must fail)");
   app.add_option("--parent", o.parent, "Exit if this process is not the parent");
   app.add_option("--netns", o.netns, "Enter this network namespace first (/var/run/netns/NAME)");
