@@ -30,6 +30,8 @@ enum class errc {
   would_deadlock,        // a blocking call on the client's own I/O thread (from a callback)
   wrong_type,            // the key holds something that is not a lock of the kind asked for
   forked,                // a client made before fork(), used in the child process
+  replicas_unavailable,  // an acquisition was not confirmed by lock_options::min_replicas
+                         // replicas within replica_timeout (it was undone)
 };
 
 // The category of `errc`; its name() is "dlock".

@@ -18,6 +18,7 @@ struct lock_metrics {
   std::uint64_t renewal_scripts = 0;  // watchdog scripts sent (each renews many leases)
   std::uint64_t leases_renewed = 0;   // leases the watchdog confirmed renewed
   std::uint64_t release_retries = 0;  // releases sent again after a lost connection or timeout
+  std::uint64_t unconfirmed = 0;      // first holds undone: fewer than min_replicas acknowledged
 };
 
 }  // namespace dlock

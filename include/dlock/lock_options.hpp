@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -60,6 +61,13 @@ struct lock_options {
   // the thread that noticed the loss (usually the I/O thread) and must not block or throw
   // (exceptions are dropped).
   std::function<void(const lock_loss&)> on_lock_lost;
+  // Confirm every first acquisition on this many replicas: `WAIT min_replicas replica_timeout`
+  // follows the lock script on the same connection. Fewer acknowledgements undo the acquisition
+  // (token-checked) and count as a failed attempt: try_lock* returns false when its wait runs out
+  // (the error_code forms say errc::replicas_unavailable), lock() keeps trying. 0: no WAIT.
+  // URL: ?min_replicas=N&replica_timeout=MS.
+  std::uint32_t min_replicas = 0;
+  std::chrono::milliseconds replica_timeout{100};
 };
 
 }  // namespace dlock

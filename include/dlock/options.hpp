@@ -10,7 +10,8 @@
 //                                 the hosts are Redis Sentinels (port 26379 by default); they
 //                                 name the master, and the client follows its failovers
 //   rediss-sentinel://...         the same with TLS to the data nodes and to the sentinels
-// Query parameters: db=N; sentinel_password=... (the sentinels' own password, if they have one).
+// Query parameters: db=N; min_replicas=N and replica_timeout=MS (lock_options); sentinel_password=
+// (the sentinels' own password, if they have one).
 // User and password may be percent-encoded. IPv6 hosts go in brackets: redis://[::1]:6379.
 // Several hosts name one deployment (the nodes of a Redis Cluster, say): the first that answers
 // is used, and every setting (TLS, user, password) applies to each. Whether the deployment is one

@@ -117,6 +117,11 @@ client::client(client_options options) {
   if (options.unix_path.empty() && options.host.empty()) {
     throw error(errc::invalid_argument, "no host and no unix socket path");
   }
+  if (options.locks.min_replicas > 0 && options.locks.replica_timeout.count() <= 0) {
+    throw error(errc::invalid_argument,
+                "locks.replica_timeout must be positive when min_replicas is set (WAIT 0 would "
+                "wait for ever)");
+  }
   for (const server_address& a : options.more_hosts) {
     if (a.host.empty() || a.port == 0)
       throw error(errc::invalid_argument, "an empty host or port 0 in more_hosts");

@@ -41,6 +41,8 @@ class dlock_category final : public std::error_category {
         return "wrong type";
       case errc::forked:
         return "client used after fork()";
+      case errc::replicas_unavailable:
+        return "not confirmed by enough replicas";
     }
     return "unknown dlock error " + std::to_string(value);
   }

@@ -73,6 +73,11 @@ void parse_query(std::string_view query, client_options& o) {
     const std::string_view value = eq == std::string_view::npos ? "" : item.substr(eq + 1);
     if (key == "db") {
       o.database = parse_database(value);
+    } else if (key == "min_replicas") {
+      o.locks.min_replicas = parse_number<std::uint32_t>(value, 0, 1000, "min_replicas");
+    } else if (key == "replica_timeout") {
+      o.locks.replica_timeout = std::chrono::milliseconds(
+          parse_number<std::int64_t>(value, 1, 3600000, "replica_timeout"));
     } else if (key == "sentinel_password" && !o.sentinel.master_name.empty()) {
       o.sentinel.password = percent_decode(value, "sentinel_password");
     } else {

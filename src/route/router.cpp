@@ -83,7 +83,10 @@ struct router::request {
   std::vector<std::string> args;  // owned: sent again after a redirection
   std::string routing_key;
   bool any_master = false;
-  std::string script_source;  // not empty: an EVALSHA that may fall back to EVAL
+  std::string script_source;           // not empty: an EVALSHA that may fall back to EVAL
+  std::vector<std::string> wait_args;  // not empty: WAIT follows the script (a confirmation)
+  std::error_code script_error;        // with WAIT: the script's outcome, kept for WAIT's reply
+  reply script_reply;
   net::completion done;
   clock::time_point deadline;
   bool urgent = false;
@@ -139,9 +142,26 @@ void router::send(target to, std::span<const std::string_view> args, net::comple
   dispatch(r, connection_for(to), false);
 }
 
+namespace {
+
+std::vector<std::string> wait_command(const confirmation& c) {
+  if (c.replicas == 0) return {};
+  return {"WAIT", std::to_string(c.replicas), std::to_string(c.timeout.count())};
+}
+
+// The reply a confirmed script completes with: [script reply, WAIT reply (an error too)].
+reply confirmed(reply script_reply, std::error_code wait_error, reply wait_reply) {
+  if (wait_error && !wait_reply.is_error()) {
+    wait_reply = reply::make_error(wait_reply.str.empty() ? wait_error.message() : wait_reply.str);
+  }
+  return reply::make_array({std::move(script_reply), std::move(wait_reply)});
+}
+
+}  // namespace
+
 void router::eval(target to, const script& s, std::span<const std::string_view> keys,
                   std::span<const std::string_view> args, std::chrono::milliseconds timeout,
-                  net::completion done, bool urgent) {
+                  net::completion done, bool urgent, confirmation confirm) {
   // EVALSHA sha numkeys keys... args...; the fallback needs the arguments after this returns.
   auto owned = std::make_shared<std::vector<std::string>>();
   owned->reserve(3 + keys.size() + args.size());
@@ -151,7 +171,7 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
   owned->insert(owned->end(), keys.begin(), keys.end());
   owned->insert(owned->end(), args.begin(), args.end());
 
-  if (mode() != topology::mode::single || follows_failovers_) {
+  if (mode() != topology::mode::single || follows_failovers_ || confirm.replicas > 0) {
     try {
       check_same_slot(keys);
     } catch (const error& e) {
@@ -163,6 +183,7 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
     r->routing_key = std::string(to.routing_key());
     r->any_master = to.is_any_master();
     r->script_source = s.source();
+    r->wait_args = wait_command(confirm);
     r->done = std::move(done);
     r->deadline = clock::now() + timeout;
     r->urgent = urgent;
@@ -197,14 +218,38 @@ void router::dispatch(std::shared_ptr<request> r, net::connection& link, bool as
   const auto remaining = std::chrono::ceil<milliseconds>(r->deadline - now);
   r->asking = asking;
   std::vector<std::string_view> views(r->args.begin(), r->args.end());
-  auto on_done = [this, r, &link](std::error_code ec, reply answer) {
-    on_reply(r, link, ec, std::move(answer));
+  if (r->wait_args.empty()) {
+    auto on_done = [this, r, &link](std::error_code ec, reply answer) {
+      on_reply(r, link, ec, std::move(answer));
+    };
+    if (asking) {
+      link.send_asking(views, std::move(on_done), remaining);
+    } else {
+      link.send(views, std::move(on_done), remaining, r->urgent);
+    }
+    return;
+  }
+  // Confirmed: the script's reply waits for WAIT's, queued right behind it on the same link (a
+  // command of another caller in between only adds writes for WAIT to cover).
+  auto keep = [r](std::error_code ec, reply answer) {
+    r->script_error = ec;
+    r->script_reply = std::move(answer);
   };
   if (asking) {
-    link.send_asking(views, std::move(on_done), remaining);
+    link.send_asking(views, std::move(keep), remaining);
   } else {
-    link.send(views, std::move(on_done), remaining, r->urgent);
+    link.send(views, std::move(keep), remaining, r->urgent);
   }
+  std::vector<std::string_view> wait(r->wait_args.begin(), r->wait_args.end());
+  link.send(
+      wait,
+      [this, r, &link](std::error_code ec, reply answer) {
+        if (r->script_error) {
+          return on_reply(r, link, r->script_error, std::move(r->script_reply));
+        }
+        on_reply(r, link, {}, confirmed(std::move(r->script_reply), ec, std::move(answer)));
+      },
+      remaining);
 }
 
 void router::on_reply(const std::shared_ptr<request>& r, net::connection& link, std::error_code ec,

@@ -57,6 +57,14 @@ class target {
 // commands: their first argument. Exposed for tests.
 std::vector<std::string_view> keys_of(std::span<const std::string_view> args);
 
+// Replicas that must acknowledge a script's writes (lock_options::min_replicas): `WAIT replicas
+// timeout` goes right behind the script on the same connection, in the same write when nothing
+// else is being written (no round trip of its own).
+struct confirmation {
+  std::uint32_t replicas = 0;  // 0: no WAIT
+  std::chrono::milliseconds timeout{0};
+};
+
 class router {
  public:
   router(asio::io_context& io, std::unique_ptr<topology::topology> servers)
@@ -70,10 +78,11 @@ class router {
   // Runs `s` on `to` by EVALSHA, and by EVAL when the server answers NOSCRIPT. The fallback goes
   // out after commands queued meanwhile: a caller that needs a script ordered before later
   // commands must not rely on it (the lock scripts are loaded with every connection). On a
-  // cluster, keys in different slots are refused with errc::invalid_argument.
+  // cluster, keys in different slots are refused with errc::invalid_argument. With a
+  // confirmation, a script that succeeded completes with the array [its reply, WAIT's reply].
   void eval(target to, const script& s, std::span<const std::string_view> keys,
             std::span<const std::string_view> args, std::chrono::milliseconds timeout,
-            net::completion done, bool urgent = false);
+            net::completion done, bool urgent = false, confirmation confirm = {});
 
   // Refuses (errc::invalid_argument, naming two of them) keys that a cluster would refuse with
   // CROSSSLOT. Nothing to check unless the deployment is a cluster.

@@ -158,3 +158,12 @@ TEST(ClientOptionsUrl, BadSentinelUrls) {
   dlock::expect_invalid("redis://h?sentinel_password=x",
                         "unknown query parameter 'sentinel_password'");
 }
+
+TEST(ClientOptionsUrl, MinReplicasInTheQuery) {
+  const auto o = dlock::client_options::from_url("redis://h?min_replicas=2&replica_timeout=250");
+  EXPECT_EQ(o.locks.min_replicas, 2u);
+  EXPECT_EQ(o.locks.replica_timeout, std::chrono::milliseconds(250));
+  EXPECT_EQ(dlock::client_options::from_url("redis://h").locks.min_replicas, 0u);
+  dlock::expect_invalid("redis://h?replica_timeout=0", "replica_timeout '0'");
+  dlock::expect_invalid("redis://h?min_replicas=x", "min_replicas 'x'");
+}

@@ -93,7 +93,11 @@ void acquisition::run(const acquisition_machine::action& a) {
           return;
         case verdict::timed_out:
           ++engine_->counters_.timed_out;
-          finish({}, {}, false);
+          if (unconfirmed_) {
+            finish(make_error_code(errc::replicas_unavailable), unconfirmed_why_, false);
+          } else {
+            finish({}, {}, false);
+          }
           return;
         case verdict::cancelled:
           finish(make_error_code(errc::cancelled), {}, false);
@@ -114,7 +118,7 @@ void acquisition::send_attempt() {
       p_.lock.protocol->attempt({p_.lock.name, plan.owner, plan.lease, plan.known_holds});
   const auto sent_at = clock::now();
   try {
-    engine_->io().eval(
+    engine_->send_attempt(
         call, [self = shared_from_this(), plan, sent_at](std::error_code ec, const reply& r) {
           self->on_reply(plan, sent_at, ec, r);
         });
@@ -131,8 +135,7 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
   std::string detail = r.str;
   if (!ec) {
     try {
-      outcome = p_.lock.protocol->read_attempt(r);
-      engine_->record(key_, plan, outcome, sent_at);
+      outcome = engine_->read_attempt_reply(key_, plan, r, sent_at, unconfirmed_, unconfirmed_why_);
     } catch (const error& e) {
       ec = e.code();
       detail = e.detail();

@@ -70,6 +70,8 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   wait_queues::waiter waiter_;
   bool in_queue_ = false;
   bool finished_ = false;
+  bool unconfirmed_ = false;  // the last attempt's hold was undone (too few replicas)
+  std::string unconfirmed_why_;
   std::optional<asio::steady_timer> timer_;
   std::uint64_t timer_generation_ = 0;
   std::optional<std::stop_callback<std::function<void()>>> cancel_callback_;

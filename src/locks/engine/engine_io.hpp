@@ -37,7 +37,9 @@ class engine_io {
   }
 
   // Runs `call` on the master that serves its first key.
-  void eval(const script_call& call, net::completion done, bool urgent = false);
+  // With a confirmation, see route::router::eval.
+  void eval(const script_call& call, net::completion done, bool urgent = false,
+            route::confirmation confirm = {});
   // Posts `f` to the I/O thread.
   void post(std::function<void()> f);
   asio::io_context& io() noexcept { return io_; }

@@ -12,7 +12,7 @@ namespace dlock::locks {
 
 struct lock_counters {
   std::atomic<std::uint64_t> acquired{0}, reentered{0}, waited{0}, timed_out{0}, released{0},
-      lost{0}, renewal_scripts{0}, leases_renewed{0}, release_retries{0};
+      lost{0}, renewal_scripts{0}, leases_renewed{0}, release_retries{0}, unconfirmed{0};
 
   lock_metrics snapshot() const noexcept {
     lock_metrics m;
@@ -25,6 +25,7 @@ struct lock_counters {
     m.renewal_scripts = renewal_scripts;
     m.leases_renewed = leases_renewed;
     m.release_retries = release_retries;
+    m.unconfirmed = unconfirmed;
     return m;
   }
 };

@@ -38,6 +38,7 @@ lock_engine::lock_engine(asio::io_context& io, route::router& router, const lock
                          milliseconds request_timeout)
     : io_(io, router, request_timeout),
       on_lock_lost_(settings.on_lock_lost),
+      confirm_{settings.min_replicas, settings.replica_timeout},
       holds_(settings.watchdog_timeout, core::random_id(), counters_),
       waiters_([this](const std::string& channel) { return subscribe(channel); }) {}
 
@@ -146,19 +147,62 @@ void lock_engine::record(const hold_key& key, const attempt_plan& plan,
   if (wake) watchdog_->wake();
 }
 
+void lock_engine::send_attempt(const script_call& call, net::completion done) {
+  io_.eval(call, std::move(done), false, confirm_);
+}
+
+attempt_outcome lock_engine::read_attempt_reply(const hold_key& key, const attempt_plan& plan,
+                                                const reply& r, clock::time_point sent_at,
+                                                bool& unconfirmed, std::string& why) {
+  unconfirmed = false;
+  if (confirm_.replicas == 0) {
+    const attempt_outcome outcome = key.lock.protocol->read_attempt(r);
+    record(key, plan, outcome, sent_at);
+    return outcome;
+  }
+  // [the script's reply, WAIT's reply]; see route::router::eval.
+  if (!r.is_array() || r.elements.size() != 2) {
+    throw error(errc::protocol_error, "an acquisition without its WAIT reply: " + to_string(r));
+  }
+  attempt_outcome outcome = key.lock.protocol->read_attempt(r.elements[0]);
+  const reply& acks = r.elements[1];
+  if (outcome.status != attempt_outcome::kind::acquired ||
+      (acks.is_integer() && acks.integer >= static_cast<std::int64_t>(confirm_.replicas))) {
+    record(key, plan, outcome, sent_at);
+    return outcome;
+  }
+  // Too few replicas have it: a failover now could hand it out again. Undo it (the release
+  // carries the hold's token, so nothing newer is touched) and try again later.
+  unconfirmed = true;
+  why = acks.is_integer()
+            ? std::to_string(acks.integer) + " of " + std::to_string(confirm_.replicas) +
+                  " replicas acknowledged within " +
+                  std::to_string(confirm_.timeout.count()) + " ms"
+            : "WAIT failed: " + acks.str;
+  ++counters_.unconfirmed;
+  releases_->send(*key.lock.protocol, release_request{std::string(key.lock.name), plan.owner,
+                                                      plan.lease, 0, outcome.token, true});
+  attempt_outcome retry;
+  retry.status = attempt_outcome::kind::held_by_other;
+  retry.holder_ttl_ms = confirm_.timeout.count();
+  return retry;
+}
+
 attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t owner,
-                                         const milliseconds* lease) {
+                                         const milliseconds* lease, bool& unconfirmed) {
   const hold_key key{lock, owner};
   const attempt_plan p = plan(key, lease);
   const auto sent_at = clock::now();
-  const reply r = call(lock.protocol->attempt({lock.name, p.owner, p.lease, p.known_holds}));
-  const attempt_outcome outcome = lock.protocol->read_attempt(r);
-  record(key, p, outcome, sent_at);
-  return outcome;
+  io_.check_not_io_thread();
+  net::sync_call c;
+  send_attempt(lock.protocol->attempt({lock.name, p.owner, p.lease, p.known_holds}), c.handler());
+  std::string why;
+  return read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);
 }
 
 bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milliseconds* lease,
-                          clock::time_point deadline) {
+                          clock::time_point deadline, std::error_code* why) {
+  if (why != nullptr) why->clear();
   io_.check_same_process();
   check_lease(lease);
   io_.check_not_io_thread();
@@ -171,10 +215,12 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
   bool attempted = false;
   std::int64_t ttl = queued.value_or(-1);
   if (!queued) {
-    const attempt_outcome first = attempt_now(lock, owner, lease);
+    bool unconfirmed = false;
+    const attempt_outcome first = attempt_now(lock, owner, lease, unconfirmed);
     if (first.status != attempt_outcome::kind::held_by_other) return true;
     if (clock::now() >= deadline) {
       ++counters_.timed_out;
+      if (unconfirmed && why != nullptr) *why = make_error_code(errc::replicas_unavailable);
       return false;
     }
     attempted = true;
@@ -186,10 +232,14 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
       shared_from_this(),
       {lock, owner, false, lease ? std::optional(*lease) : std::nullopt, deadline, {}},
       [done = call.handler()](std::error_code ec, const std::string& detail, bool held) {
+        // Not confirmed by enough replicas is "not acquired", not a failure (integer 2).
+        if (ec == errc::replicas_unavailable) return done({}, reply::make_integer(2));
         done(ec, ec ? reply::make_error(detail) : reply::make_integer(held ? 1 : 0));
       });
   io_.post([machine, ttl, attempted] { machine->start_waiting(ttl, attempted); });
-  return call.wait().integer == 1;
+  const std::int64_t result = call.wait().integer;
+  if (result == 2 && why != nullptr) *why = make_error_code(errc::replicas_unavailable);
+  return result == 1;
 }
 
 void lock_engine::async_acquire(const lock_ref& lock, const acquire_options& options,

@@ -57,9 +57,11 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
 
   // Takes or re-enters `lock` for owner `owner` (a thread key), blocking. `lease`: explicit, or
   // nullptr for the watchdog. Waits until `deadline` (a past one: one attempt). Returns whether
-  // the owner holds it. Throws dlock::error for I/O failures and invalid durations.
+  // the owner holds it. Throws dlock::error for I/O failures and invalid durations. `why`, when
+  // given, is set to errc::replicas_unavailable when the wait ended because the last attempt was
+  // not confirmed by lock_options::min_replicas replicas (cleared otherwise).
   bool acquire(const lock_ref& lock, std::uint64_t owner, const std::chrono::milliseconds* lease,
-               clock::time_point deadline);
+               clock::time_point deadline, std::error_code* why = nullptr);
   // Takes `lock` for a new lock_lease without blocking; see mutex::async_acquire(). `done` also
   // gets the failure's detail (the server's or the system's message).
   using lease_completion =
@@ -106,9 +108,17 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   // A command connection became ready (`up`) or was lost; I/O thread.
   void on_link(bool up);
 
-  // One attempt, blocking. Returns what it found.
+  // One attempt, blocking. Returns what it found (see read_attempt_reply).
   attempt_outcome attempt_now(const lock_ref& lock, std::uint64_t owner,
-                              const std::chrono::milliseconds* lease);
+                              const std::chrono::milliseconds* lease, bool& unconfirmed);
+  // Sends an attempt (with WAIT behind it when min_replicas asks for it).
+  void send_attempt(const script_call& call, net::completion done);
+  // Reads an attempt's reply and records it. With min_replicas, a first hold that fewer replicas
+  // acknowledged is undone (a token-checked release) and reads as held by another for
+  // replica_timeout; `unconfirmed` says so. Throws errc::protocol_error for a malformed reply.
+  attempt_outcome read_attempt_reply(const hold_key& key, const attempt_plan& plan, const reply& r,
+                                     clock::time_point sent_at, bool& unconfirmed,
+                                     std::string& why);
   // Records an attempt's reply (on any thread).
   void record(const hold_key& key, const attempt_plan& plan, const attempt_outcome& outcome,
               clock::time_point sent_at);
@@ -125,6 +135,7 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   engine_io io_;
   lock_counters counters_;
   const std::function<void(const lock_loss&)> on_lock_lost_;
+  const route::confirmation confirm_;  // lock_options::min_replicas, replica_timeout
   hold_book holds_;
   wait_queues waiters_;
   std::shared_ptr<release_queue> releases_;

@@ -53,7 +53,14 @@ bool mutex::acquire_for(steady_clock::duration wait, const std::chrono::millisec
 
 bool mutex::acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease,
                         std::error_code& ec) noexcept {
-  return no_throw(ec, [&] { return acquire_for(wait, lease); });
+  std::error_code why;
+  const bool held = no_throw(ec, [&] {
+    const auto deadline = wait == steady_clock::duration::zero() ? steady_clock::time_point::min()
+                                                                 : locks::deadline_after(wait);
+    return state_->engine->acquire(state_->lock, core::current_thread_key(), lease, deadline, &why);
+  });
+  if (!ec && !held) ec = why;  // not acquired for want of replicas: said when asked
+  return held;
 }
 
 void mutex::async_acquire(const acquire_options& options, lease_handler done) {
