@@ -96,6 +96,11 @@ class router {
   pubsub::subscriber& wake_subscriber() { return servers_->wake_subscriber(); }
   std::string_view publish_command() const noexcept { return servers_->publish_command(); }
   topology::mode mode() const noexcept { return servers_->mode(); }
+  // Whether the master of a key can change under this client (a cluster, or Sentinel): a broken
+  // link is then more likely a failover in progress than a dead deployment.
+  bool masters_move() const noexcept {
+    return follows_failovers_ || mode() == topology::mode::cluster;
+  }
 
   // Keys of one shard may share a multi-key script (see topology::shard_of).
   std::uint32_t shard_of(std::string_view key) const { return servers_->shard_of(key); }

@@ -38,7 +38,8 @@ std::string endpoint_of(const std::string& host, std::uint16_t port) {
 // One search for the master: the sentinels are asked one after another.
 struct sentinel::resolution {
   net::connection::address_callback done;
-  std::size_t next = 0;
+  std::size_t first = 0;          // the sentinel asked first
+  std::size_t next = 0;           // how many were asked
   bool some_do_not_know = false;  // a sentinel answered that it monitors no such master
   std::string failures;           // what the others said, for the error message
 };
@@ -60,6 +61,7 @@ sentinel::sentinel(asio::io_context& io, const client_options& options,
   master_->set_handshake_probe({"ROLE"}, [this](const reply& r) -> std::string {
     if (r.is_array() && !r.elements.empty() && r.elements[0].str == "master") return {};
     const std::string role = r.is_array() && !r.elements.empty() ? r.elements[0].str : r.str;
+    first_asked_ = (last_answered_ + 1) % sentinels_.size();  // ask another one first next time
     return "the sentinels named " + master_->endpoint() + " as master '" +
            options_.sentinel.master_name + "', but its ROLE is '" + role +
            "' (a stale answer during a failover); asking again";
@@ -106,6 +108,7 @@ void sentinel::stop() {
 void sentinel::resolve(net::connection::address_callback done) {
   auto r = std::make_shared<resolution>();
   r->done = std::move(done);
+  r->first = first_asked_;
   ask(std::move(r));
 }
 
@@ -117,7 +120,7 @@ void sentinel::ask(std::shared_ptr<resolution> r) {
     r->done(make_error_code(errc::connect_failed), detail + " (" + r->failures + ")", nullptr);
     return;
   }
-  const std::size_t index = r->next++;
+  const std::size_t index = (r->first + r->next++) % sentinels_.size();
   net::connection& link = *sentinels_[index];
   const std::string_view args[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
                                    options_.sentinel.master_name};
@@ -133,6 +136,7 @@ void sentinel::ask(std::shared_ptr<resolution> r) {
           try {
             const int port = std::stoi(answer.elements[1].str);
             if (port > 0 && port < 65536) {
+              last_answered_ = index;
               r->done({}, {},
                       aimed_at(options_, answer.elements[0].str, static_cast<std::uint16_t>(port)));
               return;

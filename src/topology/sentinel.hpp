@@ -67,6 +67,10 @@ class sentinel final : public topology {
   std::atomic<bool> stopped_{false};
   std::atomic<bool> follow_pending_{false};
   std::atomic<std::uint64_t> switches_seen_{0};
+  // The sentinel asked first; moves on when the server a sentinel named is not a master, so a
+  // sentinel with a stale view cannot keep the client from the master (I/O thread).
+  std::size_t first_asked_ = 0;
+  std::size_t last_answered_ = 0;
   link_listener link_listener_;  // I/O thread only
 };
 

@@ -3,6 +3,9 @@
 namespace dlock::locks {
 
 using kind = acquisition_machine::action::kind;
+
+// How soon an attempt lost with its link (a failover) is tried again.
+constexpr std::int64_t lost_link_retry_ms = 50;
 using verdict = acquisition_machine::verdict;
 
 std::shared_ptr<acquisition> acquisition::create(std::shared_ptr<lock_engine> engine, params p,
@@ -140,6 +143,15 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
       ec = e.code();
       detail = e.detail();
     }
+  }
+  if (ec == errc::connection_lost && !retried_lost_link_ && engine_->masters_move()) {
+    // A master that can move (Sentinel, Cluster) broke the link under the attempt: most likely a
+    // failover. Try once more, soon, as the same owner: if the lost attempt did take the lock,
+    // the lock script takes that hold over as a fresh one. Later failures end the wait.
+    retried_lost_link_ = true;
+    const bool pending = in_queue_ && engine_->waiters_.has_wake_up(&waiter_);
+    run(machine_.on_held(clock::now(), lost_link_retry_ms, pending, p_.cancel.stop_requested()));
+    return;
   }
   if (ec) {
     // The script may have run: a lease key's orphan is undone now (nobody would ever release

@@ -70,7 +70,9 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   wait_queues::waiter waiter_;
   bool in_queue_ = false;
   bool finished_ = false;
-  bool unconfirmed_ = false;  // the last attempt's hold was undone (too few replicas)
+  bool unconfirmed_ = false;
+  bool retried_lost_link_ = false;  // an attempt lost with its link was tried again once  // the
+                                    // last attempt's hold was undone (too few replicas)
   std::string unconfirmed_why_;
   std::optional<asio::steady_timer> timer_;
   std::uint64_t timer_generation_ = 0;

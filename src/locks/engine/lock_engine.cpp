@@ -147,6 +147,14 @@ void lock_engine::record(const hold_key& key, const attempt_plan& plan,
   if (wake) watchdog_->wake();
 }
 
+bool lock_engine::masters_move() {
+  try {
+    return io_.use([](route::router& router) { return router.masters_move(); });
+  } catch (const error&) {
+    return false;  // stopped
+  }
+}
+
 void lock_engine::send_attempt(const script_call& call, net::completion done) {
   io_.eval(call, std::move(done), false, confirm_);
 }
@@ -176,8 +184,8 @@ attempt_outcome lock_engine::read_attempt_reply(const hold_key& key, const attem
   unconfirmed = true;
   why = acks.is_integer()
             ? std::to_string(acks.integer) + " of " + std::to_string(confirm_.replicas) +
-                  " replicas acknowledged within " +
-                  std::to_string(confirm_.timeout.count()) + " ms"
+                  " replicas acknowledged within " + std::to_string(confirm_.timeout.count()) +
+                  " ms"
             : "WAIT failed: " + acks.str;
   ++counters_.unconfirmed;
   releases_->send(*key.lock.protocol, release_request{std::string(key.lock.name), plan.owner,
@@ -216,7 +224,16 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
   std::int64_t ttl = queued.value_or(-1);
   if (!queued) {
     bool unconfirmed = false;
-    const attempt_outcome first = attempt_now(lock, owner, lease, unconfirmed);
+    attempt_outcome first;
+    try {
+      first = attempt_now(lock, owner, lease, unconfirmed);
+    } catch (const error& e) {
+      // A link broken under the attempt where masters move (a failover): the waiting machine
+      // tries again soon, as the same owner (see acquisition::on_reply).
+      if (e.code() != errc::connection_lost || deadline <= clock::now() || !masters_move()) throw;
+      first.status = attempt_outcome::kind::held_by_other;
+      first.holder_ttl_ms = 50;
+    }
     if (first.status != attempt_outcome::kind::held_by_other) return true;
     if (clock::now() >= deadline) {
       ++counters_.timed_out;

@@ -108,6 +108,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   // A command connection became ready (`up`) or was lost; I/O thread.
   void on_link(bool up);
 
+  // See route::router::masters_move().
+  bool masters_move();
   // One attempt, blocking. Returns what it found (see read_attempt_reply).
   attempt_outcome attempt_now(const lock_ref& lock, std::uint64_t owner,
                               const std::chrono::milliseconds* lease, bool& unconfirmed);

@@ -1,0 +1,193 @@
+// dlock through Redis Sentinel (tools/redis_process/redis_sentinel_group.hpp: 1 master + 2
+// replicas + 3 sentinels): resolving the master, following failovers with held locks and
+// waiters, bad configurations, min_replicas. Suites are named Sentinel* (CTest label "sentinel").
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "dlock/dlock.hpp"
+#include "redis_sentinel_group.hpp"
+#include "support/child_process.hpp"
+#include "support/redis_fixture.hpp"
+#include "support/sentinel_fixture.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+using test::child_process;
+using test::eventually;
+using tools::redis_sentinel_group;
+
+// Scheduling slack for timing assertions on a loaded 2-core CI machine.
+constexpr auto timing_slack = 500ms;
+
+client_options options_for(const std::string& url, milliseconds lease = 30s) {
+  client_options o = client_options::from_url(url);
+  o.locks.watchdog_timeout = lease;
+  return o;
+}
+
+// One group for the tests that leave it as they found it.
+class SentinelLock : public test::sentinel_suite<SentinelLock> {};
+
+TEST_F(SentinelLock, TheClientFindsTheMasterThroughTheSentinels) {
+  client c{group().sentinel_url()};
+  const std::string name = test::unique_key("m");
+  mutex m = c.get_lock(name);
+  ASSERT_TRUE(m.try_lock());
+  EXPECT_EQ(group().cli(group().master_port(), {"EXISTS", name}), "1");
+  m.unlock();
+  c.command({"SET", test::unique_key("k"), "v"});
+}
+
+TEST_F(SentinelLock, AWrongMasterNameIsAClearError) {
+  client_options o = client_options::from_url(group().sentinel_url());
+  o.sentinel.master_name = "no-such-master";
+  client c{o};
+  try {
+    c.command({"PING"});
+    ADD_FAILURE() << "a PING went somewhere";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::connect_failed);
+    EXPECT_NE(std::string(e.what()).find("no sentinel knows a master named 'no-such-master'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(SentinelLock, TwoProcessesOfFourThreadsKeepANonAtomicCountExact) {
+  const std::string name = test::unique_key("count"), counter = test::unique_key("counter");
+  constexpr int threads = 4, iterations = 25;
+  child_process a({DLOCK_TEST_LOCK_WORKER, "count", group().sentinel_url(), name, counter,
+                   std::to_string(threads), std::to_string(iterations)});
+  child_process b({DLOCK_TEST_LOCK_WORKER, "count", group().sentinel_url(), name, counter,
+                   std::to_string(threads), std::to_string(iterations)});
+  EXPECT_EQ(a.read_line(120s), "tokens_not_increasing 0");
+  EXPECT_EQ(b.read_line(120s), "tokens_not_increasing 0");
+  client c{group().sentinel_url()};
+  EXPECT_EQ(c.command({"GET", counter}).str, std::to_string(2 * threads * iterations));
+}
+
+TEST_F(SentinelLock, MinReplicasThroughSentinelFailsCleanlyWhileAReplicaIsCut) {
+  client c{group().sentinel_url("min_replicas=2&replica_timeout=100")};
+  mutex m = c.get_lock(test::unique_key("confirmed"));
+  ASSERT_TRUE(eventually([&] {
+    std::error_code ec;
+    const bool held = m.try_lock(ec);
+    if (held) m.unlock();
+    return held;
+  })) << "two live replicas never confirmed";
+  const std::uint16_t replica = group().replica_ports().front();
+  group().pause_node(replica);
+  std::error_code ec;
+  EXPECT_FALSE(m.try_lock_for(300ms, ec));
+  EXPECT_EQ(ec, errc::replicas_unavailable) << ec.message();
+  EXPECT_TRUE(eventually([&] {
+    return group().cli(group().master_port(), {"EXISTS", m.name()}) == "0";
+  })) << "an unconfirmed hold was left on the master";
+  group().resume_node(replica);
+  group().wait_ok();
+}
+
+// Failovers and dead sentinels change the group: each test has its own.
+TEST(SentinelFailover, TheFirstLiveSentinelAnswersWhenOthersAreDown) {
+  test::redis_test_sentinel_group g;
+  g.kill_node(g.sentinel_ports().at(0));
+  g.kill_node(g.sentinel_ports().at(1));
+  client c{g.sentinel_url()};
+  mutex m = c.get_lock(test::unique_key("m"));
+  ASSERT_TRUE(m.try_lock());
+  m.unlock();
+}
+
+TEST(SentinelFailover, AllSentinelsDownIsAClearError) {
+  test::redis_test_sentinel_group g;
+  for (const std::uint16_t s : g.sentinel_ports())
+    g.kill_node(s);
+  client_options o = client_options::from_url(g.sentinel_url());
+  o.connect_timeout = 1s;
+  client c{o};
+  const auto before = steady_clock::now();
+  try {
+    c.command({"PING"});
+    ADD_FAILURE() << "a PING went somewhere";
+  } catch (const error& e) {
+    EXPECT_TRUE(e.code() == errc::connect_failed || e.code() == errc::connect_timeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no sentinel answered"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(steady_clock::now() - before, o.connect_timeout + o.request_timeout + timing_slack);
+}
+
+TEST(SentinelFailover, ASentinelThatNamesAReplicaIsNotBelieved) {
+  test::redis_test_sentinel_group g;
+  // The first sentinel is told to watch a replica under the master's name: it names a server
+  // whose ROLE is not master.
+  const std::uint16_t liar = g.sentinel_ports().front();
+  const std::uint16_t replica = g.replica_ports().front();
+  g.cli(liar, {"SENTINEL", "REMOVE", g.master_name()});
+  g.cli(liar, {"SENTINEL", "MONITOR", g.master_name(), "127.0.0.1", std::to_string(replica), "2"});
+  client c{g.sentinel_url()};
+  const std::string key = test::unique_key("k");
+  c.command({"SET", key, "v"});  // would fail with READONLY on the replica
+  EXPECT_EQ(g.cli(g.master_port_from(g.sentinel_ports().at(1)), {"GET", key}), "v");
+}
+
+TEST(SentinelFailover, KillingTheMasterKeepsOrReportsTheHoldAndWaitersGetTheLock) {
+  test::redis_test_sentinel_group g;
+  std::atomic<int> losses{0};
+  client_options o = options_for(g.sentinel_url(), 1s);
+  o.locks.on_lock_lost = [&](const lock_loss&) { ++losses; };
+  client holder{o};
+  client waiter{options_for(g.sentinel_url())};
+  const std::string name = test::unique_key("f");
+  mutex m = holder.get_lock(name);
+  m.lock();
+  const std::uint64_t token = m.fencing_token();
+  mutex wanted = waiter.get_lock(name);
+  auto got = std::async(std::launch::async, [&] {
+    const bool ok = wanted.try_lock_for(30s);
+    const std::uint64_t t = wanted.fencing_token();
+    if (ok) wanted.unlock();
+    return std::make_pair(ok, t);
+  });
+  const std::uint16_t old_master = g.master_port();
+  g.kill_node(old_master);
+  g.wait_for_failover(old_master);
+  // Kept (it had replicated and the promotion came within the lease) or reported lost.
+  ASSERT_TRUE(
+      eventually([&] { return m.stop_token().stop_requested() || m.status().locked; }, 10s));
+  const bool lost = m.stop_token().stop_requested();
+  EXPECT_EQ(lost, losses.load() == 1);
+  std::printf("[ info     ] after kill -9 of the master the hold was %s\n",
+              lost ? "reported lost" : "kept");
+  const std::error_code ec = m.unlock_checked();
+  EXPECT_TRUE(ec == std::error_code{} || ec == errc::lock_lost) << ec.message();
+  const auto [ok, waiter_token] = got.get();
+  ASSERT_TRUE(ok) << "the waiter never got the lock on the new master";
+  EXPECT_GT(waiter_token, token) << "fencing tokens went back across the failover";
+}
+
+TEST(SentinelFailover, AGracefulFailoverKeepsAWatchdogHold) {
+  test::redis_test_sentinel_group g;
+  client c{options_for(g.sentinel_url(), 3s)};
+  const std::string name = test::unique_key("g");
+  mutex m = c.get_lock(name);
+  m.lock();
+  const std::uint16_t old_master = g.master_port();
+  const std::uint16_t new_master = g.failover();
+  EXPECT_NE(new_master, old_master);
+  std::this_thread::sleep_for(6s);  // two more leases must pass: the time is the test
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  EXPECT_FALSE(m.stop_token().stop_requested());
+  EXPECT_EQ(g.cli(new_master, {"EXISTS", name}), "1");
+  EXPECT_EQ(m.unlock_checked(), std::error_code{});
+  EXPECT_GT(c.routing_metrics().map_refreshes, 0u) << "no +switch-master was heard";
+}
+
+}  // namespace
+}  // namespace dlock
