@@ -298,6 +298,88 @@ TEST(FaultChecker, OverlapWithAPartitionedHolderToldLateIsAViolation) {
       0U);
 }
 
+// A kill -9 of the lock's master at `start`; the holds it granted are due to end by `tell_by`;
+// its replica was seen still a replica at `replica_until`.
+fault_event make_master_kill(std::int64_t start, std::int64_t tell_by, std::int64_t replica_until) {
+  fault_event f;
+  f.kind = "master-kill";
+  f.start = start;
+  f.end = replica_until + 100;
+  f.tell_by = tell_by;
+  f.replica_until = replica_until;
+  return f;
+}
+
+TEST(FaultChecker, HolderOfAKilledMasterToldByItsDeadlinePasses) {
+  // Master killed at 15; worker 0 told at 40 (due by 50); the replica served from after 60, where
+  // worker 1 took the lock at 80.
+  const std::vector<hold> holds = {make_hold(0, 10, 70, 1, -1, 40), make_hold(1, 80, 90, 2)};
+  const check_result r = check(holds, {{2, 1, 80}}, {make_master_kill(15, 50, 60)}, 0);
+  EXPECT_EQ(r.failover_holds, 1U);
+  EXPECT_EQ(r.failover_holds_told, 1U);
+  EXPECT_EQ(r.failover_told_late, 0U);
+  EXPECT_EQ(r.failovers_unchecked, 0U);
+  EXPECT_EQ(r.overlaps, 0U);
+  EXPECT_FALSE(r.violation());
+  // Released by itself before its deadline, never told: in time too.
+  EXPECT_EQ(check({make_hold(0, 10, 30, 1)}, {}, {make_master_kill(15, 50, 60)}, 0)
+                .failover_told_late,
+            0U);
+  // A hold that ended before the kill, and one granted by the promoted replica, are not checked.
+  EXPECT_EQ(check({make_hold(0, 5, 12, 1), make_hold(1, 61, 99, 2)}, {},
+                  {make_master_kill(15, 50, 60)}, 0)
+                .failover_holds,
+            0U);
+}
+
+TEST(FaultChecker, HolderOfAKilledMasterNotToldByItsDeadlineIsAViolation) {
+  // Never told, still working after its deadline.
+  check_result r = check({make_hold(0, 10, 70, 1)}, {}, {make_master_kill(15, 50, 60)}, 0);
+  EXPECT_EQ(r.failover_told_late, 1U);
+  EXPECT_TRUE(r.violation());
+  ASSERT_FALSE(r.examples.empty());
+  // Told, but late.
+  EXPECT_EQ(check({make_hold(0, 10, 70, 1, -1, 55)}, {}, {make_master_kill(15, 50, 60)}, 0)
+                .failover_told_late,
+            1U);
+  // Recorded after the kill (the dead master's reply was on its way) and never told: the same.
+  r = check({make_hold(0, 20, 70, 1)}, {}, {make_master_kill(15, 50, 60)}, 0);
+  EXPECT_EQ(r.failover_holds, 1U);
+  EXPECT_EQ(r.failover_told_late, 1U);
+}
+
+TEST(FaultChecker, AReplicaPromotedBeforeTheDeadlineLeavesTheFailoverUnchecked) {
+  // The replica may have had the hold and renewed it: a hold kept past the deadline is legitimate.
+  const check_result r = check({make_hold(0, 10, 70, 1)}, {}, {make_master_kill(15, 50, 40)}, 0);
+  EXPECT_EQ(r.failovers_unchecked, 1U);
+  EXPECT_EQ(r.failover_holds, 0U);
+  EXPECT_FALSE(r.violation());
+}
+
+TEST(FaultChecker, UnreportedOverlapAcrossAHardFailoverIsExpectedIfTheHolderEndedInTime) {
+  // The replica, promoted early (at 18), lacked worker 0's hold: worker 1 took the lock at 20;
+  // worker 0 released at 30, before its deadline, never told.
+  const std::vector<hold> holds = {make_hold(0, 10, 30, 1), make_hold(1, 20, 40, 2)};
+  check_result r = check(holds, {}, {make_master_kill(15, 50, 17)}, 0);
+  EXPECT_EQ(r.overlaps_failover_forgotten, 1U);
+  EXPECT_EQ(r.overlaps_unreported, 0U);
+  EXPECT_FALSE(r.violation());
+  // Still believing after its deadline (60 > 50) without being told: a holder not told.
+  r = check({make_hold(0, 10, 60, 1), make_hold(1, 20, 70, 2)}, {},
+            {make_master_kill(15, 50, 17)}, 0);
+  EXPECT_EQ(r.overlaps_failover_forgotten, 0U);
+  EXPECT_EQ(r.overlaps_unreported, 1U);
+  EXPECT_TRUE(r.violation());
+  // A kill after both acquisitions explains nothing.
+  r = check(holds, {}, {make_master_kill(25, 60, 27)}, 0);
+  EXPECT_EQ(r.overlaps_unreported, 1U);
+  // A reported overlap across a hard failover is explained by it.
+  r = check({make_hold(0, 10, 30, 1, 1, 25), make_hold(1, 20, 40, 2)}, {},
+            {make_master_kill(15, 50, 17)}, 0);
+  EXPECT_EQ(r.overlaps_reported, 1U);
+  EXPECT_EQ(r.overlaps_reported_unexplained, 0U);
+}
+
 TEST(FaultChecker, CountsHandOvers) {
   const check_result r = check({make_hold(0, 10, 20, 1), make_hold(0, 21, 30, 2),
                                 make_hold(1, 31, 40, 3), make_hold(0, 41, 50, 4)},

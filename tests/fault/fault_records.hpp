@@ -101,7 +101,9 @@ struct hold {
 
 // One injected fault, as the driver logged it.
 struct fault_event {
-  std::string kind;  // kill, pause, restart, sleep, client-pause, client-kill
+  // kill, pause, restart, sleep, client-pause, client-kill, partition, latency; on a cluster also
+  // failover, master-kill, migrate
+  std::string kind;
   std::int64_t start = 0;
   std::int64_t end = 0;    // when the fault stopped acting (resumed, restarted, slept)
   bool forgets = false;    // the lock server may have lost acknowledged writes (restart)
@@ -109,8 +111,13 @@ struct fault_event {
   int worker = -1;         // kill, pause, partition: the target
   bool cli = false;        // the target is a `dlock exec` worker
   // partition of a holder: by then the holder must have been told of its loss (its own deadline,
-  // at most 0.9 lease after the cut, plus a named slack); 0 if not checked
+  // at most 0.9 lease after the cut, plus a named slack); 0 if not checked.
+  // master-kill: the same deadline for every hold the killed master had granted (its last
+  // confirmed renewal was sent before the kill)
   std::int64_t tell_by = 0;
+  // master-kill: the last time the driver saw the killed master's replica still a replica, a lower
+  // bound of its promotion: a hold recorded before then was granted by the dead master (0: unknown)
+  std::int64_t replica_until = 0;
   std::string detail;  // latency: the added delay per direction
 };
 
@@ -174,12 +181,24 @@ struct check_result {
   // restart explains them: the holder should have been told at its own deadline, before the
   // server could let anyone else in. A violation.
   std::uint64_t overlaps_reported_partitioned = 0;
+  // Hard failovers (master-kill, checked when the replica was promoted after the deadline): holds
+  // the killed master had granted that were believed held at the kill or recorded after it, those
+  // of them that ended by being told, and those still believed held after the fault's tell_by (never
+  // told, or told late): a violation.
+  std::uint64_t failover_holds = 0;
+  std::uint64_t failover_holds_told = 0;
+  std::uint64_t failover_told_late = 0;
+  std::uint64_t failovers_unchecked = 0;  // the replica may have served before the deadline
+  // Neither told, a hard failover came between the two acquisitions, and the earlier holder had
+  // released by its deadline: the promoted replica lacked its grant or last renewal (asynchronous
+  // replication) and it released before it could learn. Expected, like a restart that forgets.
+  std::uint64_t overlaps_failover_forgotten = 0;
   bool strict = false;                // count the *_stalled ones as violations too
   std::vector<std::string> examples;  // a few violations, for the log
   bool violation() const {
     return overlaps_unreported > 0 || fenced_out_of_order > 0 || accepted_unknown > 0 ||
            tokens_not_increasing > 0 || partition_told_late > 0 ||
-           overlaps_reported_partitioned > 0 ||
+           overlaps_reported_partitioned > 0 || failover_told_late > 0 ||
            (strict && (overlaps_unreported_stalled > 0 || tokens_not_increasing_stalled > 0));
   }
 };
@@ -281,11 +300,22 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
   std::vector<std::int64_t> restarts;  // starts of faults that may forget acknowledged writes
   std::vector<const fault_event*> pauses;
   std::vector<const fault_event*> partitions;
+  std::vector<const fault_event*> hard_failovers;  // in start order
   for (const fault_event& f : faults) {
     if (f.forgets) restarts.push_back(f.start);
     if (f.kind == "pause") pauses.push_back(&f);
     if (f.kind == "partition") partitions.push_back(&f);
+    if (f.kind == "master-kill") hard_failovers.push_back(&f);
   }
+  std::sort(hard_failovers.begin(), hard_failovers.end(),
+            [](const fault_event* x, const fault_event* y) { return x->start < y->start; });
+  // The first hard failover that began between `from` and `to`, or nullptr.
+  const auto failover_between = [&](std::int64_t from, std::int64_t to) -> const fault_event* {
+    for (const fault_event* k : hard_failovers) {
+      if (k->start >= from && k->start <= to) return k;
+    }
+    return nullptr;
+  };
   std::sort(restarts.begin(), restarts.end());
   const auto restart_between = [&](std::int64_t from, std::int64_t to) {
     const auto it = std::lower_bound(restarts.begin(), restarts.end(), from);
@@ -344,9 +374,11 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
         ++r.overlaps_reported;
         const hold& told = a.lost != 0 ? a : b;
         r.max_told_late_ns = std::max(r.max_told_late_ns, told.lost - b.acquired);
-        const bool explained = (a.lost != 0 && paused_between(a, a.previous, a.lost)) ||
-                               (b.lost != 0 && paused_between(b, b.previous, b.lost)) ||
-                               restart_between(std::min(a.previous, b.previous), b.acquired);
+        const bool explained =
+            (a.lost != 0 && paused_between(a, a.previous, a.lost)) ||
+            (b.lost != 0 && paused_between(b, b.previous, b.lost)) ||
+            restart_between(std::min(a.previous, b.previous), b.acquired) ||
+            failover_between(std::min(a.previous, b.previous), b.acquired) != nullptr;
         if (!explained && partitioned_between(told, told.previous, told.lost)) {
           ++r.overlaps_reported_partitioned;
           if (r.examples.size() < 10) {
@@ -358,6 +390,13 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
         }
       } else if (restart_between(a.acquired, b.acquired)) {
         ++r.overlaps_forgotten;
+      } else if (const fault_event* k = failover_between(a.previous, b.acquired);
+                 k != nullptr && k->tell_by != 0 && a.believed_end() <= k->tell_by) {
+        // The master was killed between the earlier hold's grant (after its worker's previous
+        // record) and the later acquisition, and the earlier holder ended its hold by its own
+        // deadline: the replica had not received its grant or last renewal. A holder still
+        // believing past its deadline should have been told: not excused.
+        ++r.overlaps_failover_forgotten;
       } else {
         if (paused_between(a, a.previous, a.believed_end()) ||
             paused_between(b, b.previous, b.believed_end())) {
@@ -399,6 +438,34 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
         r.examples.push_back("partitioned holder not told by its deadline: " + describe(*held) +
                              ", cut at " + std::to_string(p->start / 1000) + " us, due by " +
                              std::to_string(p->tell_by / 1000) + " us");
+      }
+    }
+  }
+
+  // A hard failover: every hold the killed master had granted must end (be told, or have been
+  // released by its holder) by the kill + 0.9 lease + slack, as for a partition: its last
+  // confirmed renewal was sent before the kill. Checked only when the replica was still a replica
+  // then (a promoted replica that had the hold would renew it, legitimately). A hold recorded by
+  // then was granted by the dead master (before the kill; the reply may have come after it).
+  for (const fault_event* k : hard_failovers) {
+    if (k->tell_by == 0 || k->replica_until < k->tell_by) {
+      ++r.failovers_unchecked;
+      continue;
+    }
+    for (const hold& h : holds) {
+      if (h.acquired > k->tell_by) continue;
+      const std::int64_t end = h.believed_end();
+      if (end != 0 && end <= k->start) continue;  // ended before the kill
+      ++r.failover_holds;
+      if (h.lost != 0 && h.lost == end) ++r.failover_holds_told;
+      if (end == 0 || end > k->tell_by) {
+        ++r.failover_told_late;
+        if (r.examples.size() < 10) {
+          r.examples.push_back("holder of the killed master not told by its deadline: " +
+                               describe(h) + ", master killed at " +
+                               std::to_string(k->start / 1000) + " us, due by " +
+                               std::to_string(k->tell_by / 1000) + " us");
+        }
       }
     }
   }
