@@ -1,5 +1,5 @@
 // dlock: the command-line tool. Parses the command line and hands over to one file per
-// subcommand: exec.cpp, status.cpp, the demos (smoke, flash-sale, reward).
+// subcommand: exec.cpp, status.cpp, the demos (smoke, flash-sale, reward, failover).
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
@@ -9,6 +9,7 @@
 #include "dlock/dlock.hpp"
 #include "exec.hpp"
 #include "exit_codes.hpp"
+#include "failover_demo.hpp"
 #include "flash_sale_demo.hpp"
 #include "reward_demo.hpp"
 #include "smoke_demo.hpp"
@@ -182,6 +183,10 @@ int run(int argc, char** argv) {
       "reward", "Family members claim one reward: paid several times without a lock, once with");
   reward->add_option("--members", reward_o.members, "Family members claiming (default 20)")
       ->check(CLI::Range(2, 1000));
+  auto* failover = demo->add_subcommand(
+      "failover",
+      "A lock granted twice across a Sentinel failover, and what min_replicas and fencing tokens "
+      "change (starts its own master, replica and 3 sentinels; no --redis)");
   // The processes of the demos' races: this binary run again (see demo_race.hpp). Hidden.
   std::string worker_scenario, worker_mode, worker_prefix;
   int worker_first_id = 1, worker_count = 1;
@@ -232,6 +237,7 @@ int run(int argc, char** argv) {
     reward_o.redis_url = redis_option;
     return run_reward_demo(reward_o);
   }
+  if (failover->parsed()) return run_failover_demo(redis_option);
   if (worker->parsed()) {
     const participant_fn fn =
         worker_scenario == "flash-sale" ? flash_sale_participant(worker_mode, worker_prefix)
