@@ -1105,5 +1105,28 @@ TEST(CliDemo, RewardIsPaidOnceWithALock) {
   EXPECT_EQ(result["verdict"], "pass") << r.out;
 }
 
+// A private Sentinel group (1 master, 1 replica, 3 sentinels) and three failovers of about 3 s
+// each: about 15 s in all.
+TEST(CliDemo, FailoverGrantsTwiceWithoutMinReplicasNotWithItAndFencingRefusesTheStaleWrite) {
+  const tools::command_result r = tools::run_command({cli, "demo", "failover"}, 180s);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("private Sentinel group"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stale holder told"), std::string::npos) << r.out;
+  auto result = result_line(r.out);
+  EXPECT_EQ(result["granted_twice_without_min_replicas"], "yes") << r.out;
+  EXPECT_EQ(result["granted_twice_with_min_replicas"], "no") << r.out;
+  EXPECT_EQ(result["stale_write_refused"], "yes") << r.out;
+  EXPECT_EQ(result["verdict"], "pass") << r.out;
+  EXPECT_EQ(r.out.find("[FAIL]"), std::string::npos) << r.out;
+}
+
+TEST(CliDemo, FailoverRefusesAServerItDidNotStart) {
+  const tools::command_result r =
+      tools::run_command({cli, "--redis", "redis://127.0.0.1:1", "demo", "failover"}, step_limit);
+  EXPECT_EQ(r.exit_code, 64) << r.out << r.err;
+  EXPECT_NE(r.err.find("kills masters"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
 }  // namespace
 }  // namespace dlock
