@@ -185,8 +185,8 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(2, 1000));
   auto* failover = demo->add_subcommand(
       "failover",
-      "A lock granted twice across a Sentinel failover, and what min_replicas and fencing tokens "
-      "change (starts its own master, replica and 3 sentinels; no --redis)");
+      "A lock granted twice across a Sentinel failover; what min_replicas and fencing tokens "
+      "change (own servers only)");
   // The processes of the demos' races: this binary run again (see demo_race.hpp). Hidden.
   std::string worker_scenario, worker_mode, worker_prefix;
   int worker_first_id = 1, worker_count = 1;
