@@ -1,9 +1,9 @@
 // dlock_fault_delay_proxy: a TCP proxy that adds latency, for the fault suite's `latency` fault
 // (netem is not available on the machines this runs on).
 //
-//   dlock_fault_delay_proxy --listen ADDRESS --upstream ADDRESS:PORT
+//   dlock_fault_delay_proxy --listen ADDRESS[:PORT] --upstream ADDRESS:PORT
 //
-// It listens on ADDRESS (an IPv4 address; the port is chosen by the kernel), prints
+// It listens on ADDRESS (an IPv4 address; on PORT, or on one the kernel chooses), prints
 // "listening <port>" on stdout, and forwards every accepted connection to the upstream server.
 // Each chunk read from either side is written to the other side `delay` milliseconds after it was
 // read (never before a chunk read earlier in the same direction, so the byte stream keeps its
@@ -60,13 +60,16 @@ void set_nonblocking(int fd) {
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) fail("fcntl");
 }
 
-sockaddr_in parse_address(const std::string& text, bool with_port) {
+// ADDRESS:PORT, or with `port_optional` also ADDRESS alone (port 0).
+sockaddr_in parse_address(const std::string& text, bool port_optional) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   std::string host = text;
-  if (with_port) {
-    const auto colon = text.rfind(':');
-    if (colon == std::string::npos) throw std::invalid_argument("no port in " + text);
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos && !port_optional) {
+    throw std::invalid_argument("no port in " + text);
+  }
+  if (colon != std::string::npos) {
     host = text.substr(0, colon);
     a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(text.substr(colon + 1))));
   }
@@ -340,14 +343,14 @@ int main(int argc, char** argv) {
     }
   }
   if (listen_text.empty() || upstream_text.empty()) {
-    std::fprintf(stderr,
-                 "usage: dlock_fault_delay_proxy --listen ADDRESS --upstream ADDRESS:PORT\n");
+    std::fprintf(
+        stderr, "usage: dlock_fault_delay_proxy --listen ADDRESS[:PORT] --upstream ADDRESS:PORT\n");
     return 2;
   }
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return 70;
   ::signal(SIGPIPE, SIG_IGN);
   try {
-    proxy p(parse_address(listen_text, false), parse_address(upstream_text, true));
+    proxy p(parse_address(listen_text, true), parse_address(upstream_text, false));
     std::printf("listening %u\n", static_cast<unsigned>(p.port()));
     std::fflush(stdout);
     p.run();
