@@ -322,9 +322,9 @@ TEST(FaultChecker, HolderOfAKilledMasterToldByItsDeadlinePasses) {
   EXPECT_EQ(r.overlaps, 0U);
   EXPECT_FALSE(r.violation());
   // Released by itself before its deadline, never told: in time too.
-  EXPECT_EQ(check({make_hold(0, 10, 30, 1)}, {}, {make_master_kill(15, 50, 60)}, 0)
-                .failover_told_late,
-            0U);
+  EXPECT_EQ(
+      check({make_hold(0, 10, 30, 1)}, {}, {make_master_kill(15, 50, 60)}, 0).failover_told_late,
+      0U);
   // A hold that ended before the kill, and one granted by the promoted replica, are not checked.
   EXPECT_EQ(check({make_hold(0, 5, 12, 1), make_hold(1, 61, 99, 2)}, {},
                   {make_master_kill(15, 50, 60)}, 0)
@@ -365,8 +365,8 @@ TEST(FaultChecker, UnreportedOverlapAcrossAHardFailoverIsExpectedIfTheHolderEnde
   EXPECT_EQ(r.overlaps_unreported, 0U);
   EXPECT_FALSE(r.violation());
   // Still believing after its deadline (60 > 50) without being told: a holder not told.
-  r = check({make_hold(0, 10, 60, 1), make_hold(1, 20, 70, 2)}, {},
-            {make_master_kill(15, 50, 17)}, 0);
+  r = check({make_hold(0, 10, 60, 1), make_hold(1, 20, 70, 2)}, {}, {make_master_kill(15, 50, 17)},
+            0);
   EXPECT_EQ(r.overlaps_failover_forgotten, 0U);
   EXPECT_EQ(r.overlaps_unreported, 1U);
   EXPECT_TRUE(r.violation());

@@ -183,8 +183,8 @@ struct check_result {
   std::uint64_t overlaps_reported_partitioned = 0;
   // Hard failovers (master-kill, checked when the replica was promoted after the deadline): holds
   // the killed master had granted that were believed held at the kill or recorded after it, those
-  // of them that ended by being told, and those still believed held after the fault's tell_by (never
-  // told, or told late): a violation.
+  // of them that ended by being told, and those still believed held after the fault's tell_by
+  // (never told, or told late): a violation.
   std::uint64_t failover_holds = 0;
   std::uint64_t failover_holds_told = 0;
   std::uint64_t failover_told_late = 0;
@@ -461,10 +461,10 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
       if (end == 0 || end > k->tell_by) {
         ++r.failover_told_late;
         if (r.examples.size() < 10) {
-          r.examples.push_back("holder of the killed master not told by its deadline: " +
-                               describe(h) + ", master killed at " +
-                               std::to_string(k->start / 1000) + " us, due by " +
-                               std::to_string(k->tell_by / 1000) + " us");
+          r.examples.push_back(
+              "holder of the killed master not told by its deadline: " + describe(h) +
+              ", master killed at " + std::to_string(k->start / 1000) + " us, due by " +
+              std::to_string(k->tell_by / 1000) + " us");
         }
       }
     }

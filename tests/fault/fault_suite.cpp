@@ -13,6 +13,19 @@
 // no nftables, a container without CAP_NET_ADMIN) the suite says why and skips only partitions.
 // Latency goes through dlock_fault_delay_proxy, between the workers and the lock server.
 //
+// With --topology cluster the lock server is a private Redis Cluster (tools/redis_process:
+// 3 masters + 3 replicas, cluster-node-timeout 2 s); the workers get a seed list of two of its
+// nodes, the resource stays a single redis-server, and the faults on the lock side act on the
+// master that serves the lock's slot: `failover` (CLUSTER FAILOVER on its replica), `master-kill`
+// (kill -9, the replica is promoted, the killed node restarts and rejoins as a replica),
+// `migrate` (its slot moved to another master, and back the next time), and `sleep`,
+// `client-pause` on it and `client-kill` on every node. `restart` of the one server does not
+// apply. For partitions and latency every node announces a hostname (cluster-announce-hostname,
+// cluster-preferred-endpoint-type hostname) at which the workers reach it: the bridge of the
+// namespaces, or with latency one delay proxy per node listening on the node's port at that
+// address (127.0.0.2 without namespaces); the cluster bus, replication and the driver's own
+// commands to the nodes stay on 127.0.0.1.
+//
 // Exit status: 0 no violation; 1 a violation (unreported overlapping holds, fenced writes accepted
 // out of token order, accepted writes no hold explains); 2 usage; 3 the run itself failed (a
 // server did not start, a worker crashed on its own, fewer than --min-acquisitions holds).
@@ -49,6 +62,7 @@
 #include "dlock/dlock.hpp"
 #include "fault_records.hpp"
 #include "netns_lab.hpp"
+#include "redis_cluster.hpp"
 #include "redis_process.hpp"
 
 #ifndef DLOCK_FAULT_WORKER
@@ -74,11 +88,25 @@ using dlock::fault::fault_event;
 using dlock::fault::now_ns;
 
 const std::vector<std::string> all_fault_kinds = {
-    "kill", "pause", "restart", "sleep", "client-pause", "client-kill", "partition", "latency"};
+    "kill",      "pause",   "restart",  "sleep",       "client-pause", "client-kill",
+    "partition", "latency", "failover", "master-kill", "migrate"};
 // The default order of injection: the network faults early, so that a short run (the sanitizer
 // build's) has them too.
 const std::vector<std::string> default_rotation = {
     "kill", "partition", "pause", "latency", "restart", "sleep", "client-pause", "client-kill"};
+// The same on a cluster: the cluster's own faults early too, and no restart of the one server.
+// A kill is not followed by master-kill: the time from a kill to the next hold would measure the
+// master-kill's outage instead.
+const std::vector<std::string> cluster_rotation = {
+    "master-kill", "kill",    "partition", "failover",     "pause",
+    "migrate",     "latency", "sleep",     "client-pause", "client-kill"};
+// Faults that exist only on a cluster, and those that do not apply to one.
+const std::vector<std::string> cluster_only_kinds = {"failover", "master-kill", "migrate"};
+const std::vector<std::string> not_on_cluster_kinds = {"restart"};
+
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
 
 // A partitioned holder's deadline is at most 0.9 lease after the cut (its last confirmed renewal
 // was sent before the cut); it must be told by then plus this slack for its I/O thread to run.
@@ -88,6 +116,16 @@ constexpr auto partition_tell_slack = std::chrono::milliseconds(100);
 constexpr auto partition_safety_margin = std::chrono::milliseconds(5000);
 // How long the delay proxy may take to answer a command.
 constexpr auto proxy_answer_timeout = std::chrono::milliseconds(5000);
+// A holder of a killed master is due to be told by the kill + 0.9 lease (its last confirmed
+// renewal was sent before the kill) plus this slack, as for a partition.
+constexpr auto failover_tell_slack = partition_tell_slack;
+// Cluster: how long a change (a promotion, a rejoin, a failover, a slot move) may take before the
+// run fails, and how often the driver looks whether the killed master's replica took over.
+constexpr auto cluster_change_timeout = std::chrono::milliseconds(30000);
+constexpr auto promotion_poll = std::chrono::milliseconds(10);
+// The address at which the workers reach the cluster's delay proxies without namespaces (the
+// nodes themselves listen on 127.0.0.1, at the same ports).
+constexpr const char* cluster_proxy_host = "127.0.0.2";
 
 // Set by SIGINT, SIGTERM or SIGHUP: the run stops at the end of the current fault, then stops the
 // workers and removes its namespaces and nftables table as usual (a second signal kills at once;
@@ -112,6 +150,7 @@ struct suite_options {
   int fault_interval_ms = 500;
   std::vector<std::string> faults = default_rotation;
   std::string persistence = "none";  // none, everysec, always
+  std::string topology = "single";   // single, cluster
   bool no_lock = false;
   bool long_run = false;
   int time_limit_s = 170;
@@ -580,15 +619,29 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
 int run(const suite_options& o) {
   const auto wall_start = std::chrono::steady_clock::now();
   const std::string lock_name = "fault:lock";
+  const bool on_cluster = o.topology == "cluster";
 
   std::printf(
-      "dlock fault suite: %d library worker processes, %d `dlock exec` worker processes, "
-      "watchdog lease %d ms, hold %d us (dlock exec: %d us), idle %d us, persistence %s, target "
-      "%llu acquisitions%s\n",
-      o.workers, o.workers_cli, o.lease_ms, o.hold_us, o.cli_hold_us, o.idle_us,
-      o.persistence.c_str(), static_cast<unsigned long long>(o.acquisitions),
+      "dlock fault suite: lock server %s, %d library worker processes, %d `dlock exec` worker "
+      "processes, watchdog lease %d ms, hold %d us (dlock exec: %d us), idle %d us, persistence "
+      "%s, target %llu acquisitions%s\n",
+      on_cluster ? "a Redis Cluster (3 masters + 3 replicas)" : "one redis-server", o.workers,
+      o.workers_cli, o.lease_ms, o.hold_us, o.cli_hold_us, o.idle_us, o.persistence.c_str(),
+      static_cast<unsigned long long>(o.acquisitions),
       o.no_lock ? ", --no-lock (workers take NO lock: the checker must fail)" : "");
   std::vector<std::string> kinds = o.faults;
+  std::vector<std::string> skipped;  // asked for, not injected
+  if (on_cluster) {
+    for (const std::string& kind : not_on_cluster_kinds) {
+      if (!contains(kinds, kind)) continue;
+      kinds.erase(std::remove(kinds.begin(), kinds.end(), kind), kinds.end());
+      skipped.push_back(kind);
+      std::printf(
+          "%s: SKIPPED, it restarts the one lock server and does not apply to a cluster "
+          "(master-kill is the cluster's counterpart)\n",
+          kind.c_str());
+    }
+  }
   const auto selected = [&](const char* kind) {
     return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
   };
@@ -601,6 +654,7 @@ int run(const suite_options& o) {
     lab = dlock::fault::netns_lab::make(o.workers + o.workers_cli, partition_skipped_because);
     if (lab == nullptr) {
       kinds.erase(std::find(kinds.begin(), kinds.end(), "partition"));
+      skipped.emplace_back("partition");
       std::printf(
           "partition: SKIPPED, this machine does not let the suite make network namespaces and "
           "nftables rules (needs root, iproute2, nftables and a kernel or container that allows "
@@ -611,48 +665,112 @@ int run(const suite_options& o) {
     }
   }
   std::printf("faults: %s, one every %d ms\n", join(kinds, " ").c_str(), o.fault_interval_ms);
-  std::printf(
-      "not injected: failovers (dlock talks to one server: no replicas, Sentinel or Cluster "
-      "yet)%s\n",
-      lab == nullptr && partition_requested ? ", partitions (see above)" : "");
+  if (!on_cluster) {
+    std::printf(
+        "not injected: failovers (the lock server is one redis-server; --topology cluster has "
+        "them)%s\n",
+        lab == nullptr && partition_requested ? ", partitions (see above)" : "");
+  } else if (!skipped.empty()) {
+    std::printf("not injected: %s (see above)\n", join(skipped, ", ").c_str());
+  }
   std::fflush(stdout);
 
-  dlock::tools::redis_process_options lock_options;
-  dlock::tools::redis_process_options resource_options;
-  if (o.persistence == "everysec" || o.persistence == "always") {
-    lock_options.extra_args = {"--appendonly", "yes", "--appendfsync", o.persistence};
-  }
-  if (lab != nullptr) {
-    // Loopback for the driver, the bridge for the workers in their namespaces.
-    for (const std::string& a : lab->redis_bind_args()) {
-      lock_options.extra_args.push_back(a);
-      resource_options.extra_args.push_back(a);
-    }
-  }
-  dlock::tools::redis_process lock_server_process(lock_options);
-  dlock::tools::redis_process resource_process(resource_options);
-  const bool restart_forgets = o.persistence != "always";
-
-  // The address workers reach the servers at, and the lock server through the delay proxy.
+  // The resource: one redis-server in every topology.
   const std::string server_host = lab != nullptr ? lab->server_address() : "127.0.0.1";
-  std::optional<delay_proxy_process> proxy;
-  std::uint16_t worker_lock_port = lock_server_process.port();
-  if (selected("latency")) {
-    proxy.emplace(o.proxy, server_host, "127.0.0.1:" + std::to_string(lock_server_process.port()));
-    worker_lock_port = proxy->port();
-    std::printf("latency: workers reach the lock server through dlock_fault_delay_proxy on %s:%u\n",
-                server_host.c_str(), static_cast<unsigned>(worker_lock_port));
-  }
-  const std::string worker_lock_url =
-      "redis://" + server_host + ":" + std::to_string(worker_lock_port);
+  dlock::tools::redis_process_options resource_options;
+  if (lab != nullptr) resource_options.extra_args = lab->redis_bind_args();
+  dlock::tools::redis_process resource_process(resource_options);
   const std::string worker_resource_url =
       "redis://" + server_host + ":" + std::to_string(resource_process.port());
+
+  // The lock side: one server, or a cluster. Workers reach it at worker_lock_url (through the
+  // delay proxies with the latency fault), the driver at driver_lock_url.
+  std::optional<dlock::tools::redis_process> lock_server_process;
+  std::unique_ptr<dlock::tools::redis_cluster> cluster;
+  std::vector<std::unique_ptr<delay_proxy_process>> proxies;
+  std::string worker_lock_url;
+  std::string driver_lock_url;
+  const bool restart_forgets = o.persistence != "always";
+  if (!on_cluster) {
+    dlock::tools::redis_process_options lock_options;
+    if (o.persistence == "everysec" || o.persistence == "always") {
+      lock_options.extra_args = {"--appendonly", "yes", "--appendfsync", o.persistence};
+    }
+    if (lab != nullptr) {
+      // Loopback for the driver, the bridge for the workers in their namespaces.
+      for (const std::string& a : lab->redis_bind_args())
+        lock_options.extra_args.push_back(a);
+    }
+    lock_server_process.emplace(lock_options);
+    std::uint16_t worker_lock_port = lock_server_process->port();
+    if (selected("latency")) {
+      proxies.push_back(std::make_unique<delay_proxy_process>(
+          o.proxy, server_host, "127.0.0.1:" + std::to_string(lock_server_process->port())));
+      worker_lock_port = proxies.back()->port();
+      std::printf(
+          "latency: workers reach the lock server through dlock_fault_delay_proxy on %s:%u\n",
+          server_host.c_str(), static_cast<unsigned>(worker_lock_port));
+    }
+    worker_lock_url = "redis://" + server_host + ":" + std::to_string(worker_lock_port);
+    driver_lock_url = lock_server_process->url();
+  } else {
+    // The nodes listen on 127.0.0.1 (the bus, replication, the fixture and MIGRATE use it). The
+    // workers reach them at `node_host`, which every node announces as its endpoint: loopback,
+    // the bridge (the nodes listen there too), or through a delay proxy per node that listens on
+    // the node's port at the bridge or at 127.0.0.2.
+    const bool proxied = selected("latency");
+    const std::string node_host =
+        proxied ? (lab != nullptr ? server_host : cluster_proxy_host) : server_host;
+    dlock::tools::redis_cluster_options cluster_options;
+    cluster_options.node_timeout = std::chrono::milliseconds(2000);
+    cluster_options.change_timeout = cluster_change_timeout;
+    if (node_host != "127.0.0.1") {
+      cluster_options.extra_args = {"--cluster-announce-hostname", node_host,
+                                    "--cluster-preferred-endpoint-type", "hostname"};
+    }
+    if (lab != nullptr && !proxied) {
+      for (const std::string& a : lab->redis_bind_args())
+        cluster_options.extra_args.push_back(a);
+    }
+    cluster = std::make_unique<dlock::tools::redis_cluster>(cluster_options);
+    const std::vector<std::uint16_t> ports = cluster->ports();
+    if (proxied) {
+      for (const std::uint16_t port : ports) {
+        proxies.push_back(std::make_unique<delay_proxy_process>(
+            o.proxy, node_host + ":" + std::to_string(port), "127.0.0.1:" + std::to_string(port)));
+      }
+      std::printf(
+          "latency: workers reach each node through its own dlock_fault_delay_proxy at "
+          "%s:<the node's port>\n",
+          node_host.c_str());
+    }
+    // Two seeds: a worker started while one of them is down (master-kill) uses the other.
+    worker_lock_url = "redis://" + node_host + ":" + std::to_string(ports.at(0)) + "," + node_host +
+                      ":" + std::to_string(ports.at(1));
+    driver_lock_url = "redis://";
+    for (std::size_t i = 0; i < ports.size(); ++i)
+      driver_lock_url += (i == 0 ? "127.0.0.1:" : ",127.0.0.1:") + std::to_string(ports[i]);
+    std::string layout;
+    for (const std::uint16_t master : cluster->masters()) {
+      layout += " " + std::to_string(master) + "(replica";
+      for (const std::uint16_t replica : cluster->replicas_of(master))
+        layout += " " + std::to_string(replica);
+      layout += ")";
+    }
+    std::printf(
+        "cluster: masters%s on 127.0.0.1, cluster-node-timeout %lld ms; the lock's slot %u is "
+        "served by %u; workers connect to %s\n",
+        layout.c_str(), static_cast<long long>(cluster_options.node_timeout.count()),
+        static_cast<unsigned>(cluster->key_slot(lock_name)),
+        static_cast<unsigned>(cluster->master_for_key(lock_name)), worker_lock_url.c_str());
+  }
+  std::fflush(stdout);
 
   char dir_template[] = "/tmp/dlock-fault-XXXXXX";
   if (::mkdtemp(dir_template) == nullptr) throw std::runtime_error("mkdtemp failed");
   const std::string dir = dir_template;
 
-  dlock::client_options driver_options = dlock::client_options::from_url(lock_server_process.url());
+  dlock::client_options driver_options = dlock::client_options::from_url(driver_lock_url);
   driver_options.client_name = "fault-driver";
   driver_options.request_timeout = 10s;  // DEBUG SLEEP and CLIENT PAUSE answer late
   dlock::client lock_server{driver_options};
@@ -666,6 +784,8 @@ int run(const suite_options& o) {
   bool time_limit_hit = false;
   std::vector<dlock::fault::worker_file> files;
   std::map<std::string, int> occurrences;  // of each fault kind so far
+  // migrate: the ports of the shard the lock's slot was moved away from, while it is away
+  std::vector<std::uint16_t> slot_home;
   const auto lease = std::chrono::milliseconds(o.lease_ms);
   {
     worker_pool pool(o, worker_lock_url, worker_resource_url, dir, lab.get());
@@ -704,138 +824,278 @@ int run(const suite_options& o) {
       // Every second kill, pause and partition waits (a while) for a `dlock exec` holder.
       const int occurrence = occurrences[f.kind]++;
       const bool prefer_cli = o.workers_cli > 0 && occurrence % 2 == 1;
-      if (f.kind == "kill") {
-        // Stop the holder (with all it started), check it still holds, then kill -9: a library
-        // worker is then started anew; of a `dlock exec` worker, dlock itself is killed (its
-        // guard kills the command) and the worker's loop goes on with a new `dlock exec`.
-        std::vector<pid_t> stopped;
-        worker_process* target = catch_holder(
-            lock_server, pool, lock_name, lease, prefer_cli,
-            [&](worker_process& w) { stopped = stop_tree(w.pid); },
-            [&](worker_process& /*w*/) { continue_tree(stopped); });
-        f.on_holder = target != nullptr;
-        if (target == nullptr) target = &library_worker();
-        f.worker = target->id;
-        f.cli = target->cli;
-        if (target->cli) {
-          f.start = now_ns();
-          for (const auto& [pid, parent] : descendants(target->pid)) {
-            if (parent == target->pid) ::kill(pid, SIGKILL);  // dlock exec
+      try {
+        if (f.kind == "kill") {
+          // Stop the holder (with all it started), check it still holds, then kill -9: a library
+          // worker is then started anew; of a `dlock exec` worker, dlock itself is killed (its
+          // guard kills the command) and the worker's loop goes on with a new `dlock exec`.
+          std::vector<pid_t> stopped;
+          worker_process* target = catch_holder(
+              lock_server, pool, lock_name, lease, prefer_cli,
+              [&](worker_process& w) { stopped = stop_tree(w.pid); },
+              [&](worker_process& /*w*/) { continue_tree(stopped); });
+          f.on_holder = target != nullptr;
+          if (target == nullptr) target = &library_worker();
+          f.worker = target->id;
+          f.cli = target->cli;
+          if (target->cli) {
+            f.start = now_ns();
+            for (const auto& [pid, parent] : descendants(target->pid)) {
+              if (parent == target->pid) ::kill(pid, SIGKILL);  // dlock exec
+            }
+            // Its hold stays on the server until the lease runs out: not a holder to find again.
+            std::remove(target->owner_file.c_str());
+            continue_tree(stopped);
+          } else {
+            f.start = now_ns();
+            pool.kill_and_restart(*target);
           }
-          // Its hold stays on the server until the lease runs out: not a holder to find again.
-          std::remove(target->owner_file.c_str());
+          f.end = now_ns();
+        } else if (f.kind == "pause") {
+          // SIGSTOP the holder (a `dlock exec` worker: its loop, dlock, the guard and the command),
+          // checked to still hold once stopped; if no holder can be caught, anyone.
+          std::vector<pid_t> stopped;
+          worker_process* target = catch_holder(
+              lock_server, pool, lock_name, lease, prefer_cli,
+              [&](worker_process& w) {
+                f.start = now_ns();
+                stopped = stop_tree(w.pid);
+              },
+              [&](worker_process& /*w*/) { continue_tree(stopped); });
+          f.on_holder = target != nullptr;
+          if (target == nullptr) {
+            target = &library_worker();
+            f.start = now_ns();
+            stopped = stop_tree(target->pid);
+          }
+          f.worker = target->id;
+          f.cli = target->cli;
+          // The fault is the pause itself: twice the lease, so the lease runs out meanwhile.
+          std::this_thread::sleep_for(2 * lease);
           continue_tree(stopped);
-        } else {
+          f.end = now_ns();
+        } else if (f.kind == "partition") {
+          // Cut the holder off from both servers for two leases. It must be told by its own
+          // deadline; the others get the lock once its lease ran out. A library holder holds for
+          // about a millisecond, less than `nft` takes to run: so the holder is stopped (SIGSTOP,
+          // with all it started) while the cut is made and checked, a few milliseconds, far less
+          // than its lease, and runs on cut off.
+          const auto duration = 2 * lease;
+          std::vector<pid_t> stopped;
+          worker_process* target = catch_holder(
+              lock_server, pool, lock_name, lease, prefer_cli,
+              [&](worker_process& w) {
+                stopped = stop_tree(w.pid);
+                lab->cut(w.id, duration + partition_safety_margin);
+                f.start = now_ns();
+              },
+              [&](worker_process& w) {
+                lab->heal(w.id);
+                continue_tree(stopped);
+              });
+          f.on_holder = target != nullptr;
+          if (target == nullptr) {
+            target = &pool.workers()[random() % pool.workers().size()];
+            lab->cut(target->id, duration + partition_safety_margin);
+            f.start = now_ns();
+          } else {
+            continue_tree(stopped);
+            f.tell_by = f.start + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      lease - lease / 10 + partition_tell_slack)
+                                      .count();
+          }
+          f.worker = target->id;
+          f.cli = target->cli;
+          std::this_thread::sleep_for(duration);
+          lab->heal(target->id);
+          f.end = now_ns();
+        } else if (f.kind == "latency") {
+          // Every chunk between the workers and the lock server (every node of a cluster) delayed,
+          // in each direction, by a quarter lease (round trip half a lease: renewals still confirm
+          // in time) or by a whole lease (round trip two leases: every hold is lost before it is
+          // even granted), in turn, for two leases.
+          const auto delay = occurrence % 2 == 0 ? lease / 4 : lease;
+          for (const auto& proxy : proxies)
+            proxy->set_delay(delay);
           f.start = now_ns();
-          pool.kill_and_restart(*target);
-        }
-        f.end = now_ns();
-      } else if (f.kind == "pause") {
-        // SIGSTOP the holder (a `dlock exec` worker: its loop, dlock, the guard and the command),
-        // checked to still hold once stopped; if no holder can be caught, anyone.
-        std::vector<pid_t> stopped;
-        worker_process* target = catch_holder(
-            lock_server, pool, lock_name, lease, prefer_cli,
-            [&](worker_process& w) {
-              f.start = now_ns();
-              stopped = stop_tree(w.pid);
-            },
-            [&](worker_process& /*w*/) { continue_tree(stopped); });
-        f.on_holder = target != nullptr;
-        if (target == nullptr) {
-          target = &library_worker();
+          f.detail = "+" + std::to_string(delay.count()) + " ms each way";
+          std::this_thread::sleep_for(2 * lease);
+          for (const auto& proxy : proxies)
+            proxy->set_delay(0ms);
+          f.end = now_ns();
+        } else if (f.kind == "restart") {
+          f.forgets = restart_forgets;
           f.start = now_ns();
-          stopped = stop_tree(target->pid);
-        }
-        f.worker = target->id;
-        f.cli = target->cli;
-        // The fault is the pause itself: twice the lease, so the lease runs out meanwhile.
-        std::this_thread::sleep_for(2 * lease);
-        continue_tree(stopped);
-        f.end = now_ns();
-      } else if (f.kind == "partition") {
-        // Cut the holder off from both servers for two leases. It must be told by its own
-        // deadline; the others get the lock once its lease ran out. A library holder holds for
-        // about a millisecond, less than `nft` takes to run: so the holder is stopped (SIGSTOP,
-        // with all it started) while the cut is made and checked, a few milliseconds, far less
-        // than its lease, and runs on cut off.
-        const auto duration = 2 * lease;
-        std::vector<pid_t> stopped;
-        worker_process* target = catch_holder(
-            lock_server, pool, lock_name, lease, prefer_cli,
-            [&](worker_process& w) {
-              stopped = stop_tree(w.pid);
-              lab->cut(w.id, duration + partition_safety_margin);
-              f.start = now_ns();
-            },
-            [&](worker_process& w) {
-              lab->heal(w.id);
-              continue_tree(stopped);
-            });
-        f.on_holder = target != nullptr;
-        if (target == nullptr) {
-          target = &pool.workers()[random() % pool.workers().size()];
-          lab->cut(target->id, duration + partition_safety_margin);
+          lock_server_process->kill(SIGKILL);
+          lock_server_process->start();
+          f.end = now_ns();
+        } else if (f.kind == "failover") {
+          // A graceful failover of the lock's master to its replica: the replica has every write
+          // (the master pauses its clients until the replica caught up), so holds must survive.
+          cluster->wait_ok(cluster_change_timeout);
+          const std::uint16_t master = cluster->master_for_key(lock_name);
+          const std::vector<std::uint16_t> replicas = cluster->replicas_of(master);
+          if (replicas.empty()) {
+            throw std::runtime_error("the lock's master " + std::to_string(master) +
+                                     " has no replica");
+          }
+          f.detail = std::to_string(master) + " -> " + std::to_string(replicas.front());
           f.start = now_ns();
-        } else {
-          continue_tree(stopped);
+          cluster->failover(replicas.front(), dlock::tools::failover_mode::graceful,
+                            cluster_change_timeout);
+          f.end = now_ns();
+        } else if (f.kind == "master-kill") {
+          // kill -9 of the lock's master. Its replica is promoted after cluster-node-timeout (and
+          // the election); then the killed node restarts (empty) and rejoins as a replica of its
+          // successor, so that the cluster keeps its size. Every hold the dead master granted must
+          // be told by its own deadline, the kill + 0.9 lease (its last confirmed renewal was sent
+          // before the kill), long before the replica can serve (node timeout 2 s > lease); the
+          // replica may lack the last grants and renewals (asynchronous replication).
+          cluster->wait_ok(cluster_change_timeout);
+          const std::uint16_t master = cluster->master_for_key(lock_name);
+          const std::vector<std::uint16_t> replicas = cluster->replicas_of(master);
+          if (replicas.empty()) {
+            throw std::runtime_error("the lock's master " + std::to_string(master) +
+                                     " has no replica");
+          }
+          const std::uint16_t replica = replicas.front();
+          cluster->kill_node(master);  // returns once it is reaped: nothing answers after this
+          f.start = now_ns();
           f.tell_by = f.start + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                    lease - lease / 10 + partition_tell_slack)
+                                    lease - lease / 10 + failover_tell_slack)
                                     .count();
+          const auto give_up = std::chrono::steady_clock::now() + cluster_change_timeout;
+          for (;;) {
+            // A reply of "slave" to a question sent at `asked` means it was a replica then.
+            const std::int64_t asked = now_ns();
+            bool promoted = false;
+            try {
+              const dlock::tools::resp_value role = cluster->call(replica, {"ROLE"}, 1s);
+              promoted = !role.elements.empty() && role.elements.front().str == "master";
+            } catch (const std::runtime_error&) {
+              // no answer within a second: ask again
+            }
+            if (promoted) break;
+            f.replica_until = asked;
+            if (std::chrono::steady_clock::now() >= give_up) {
+              throw std::runtime_error("replica " + std::to_string(replica) + " of the killed " +
+                                       std::to_string(master) + " was not promoted");
+            }
+            std::this_thread::sleep_for(promotion_poll);
+          }
+          const double promoted_ms = static_cast<double>(now_ns() - f.start) / 1e6;
+          cluster->wait_ok(cluster_change_timeout);
+          cluster->restart_node(master);
+          cluster->wait_ok(cluster_change_timeout);
+          f.end = now_ns();
+          std::array<char, 160> detail{};
+          std::snprintf(
+              detail.data(), detail.size(),
+              "%u killed, %u promoted after %.0f ms, %u back as its replica after %.0f ms",
+              static_cast<unsigned>(master), static_cast<unsigned>(replica), promoted_ms,
+              static_cast<unsigned>(master), static_cast<double>(f.end - f.start) / 1e6);
+          f.detail = detail.data();
+        } else if (f.kind == "migrate") {
+          // The lock's slot moves to another master (MIGRATING/IMPORTING, MIGRATE of its keys,
+          // SETSLOT NODE), and the next time back to the shard it came from, whichever of its nodes
+          // is the master by then.
+          cluster->wait_ok(cluster_change_timeout);
+          const std::uint16_t slot = cluster->key_slot(lock_name);
+          const std::uint16_t from = cluster->master_for_slot(slot);
+          const std::vector<std::uint16_t> masters = cluster->masters();
+          std::uint16_t to = 0;
+          if (slot_home.empty()) {
+            slot_home = cluster->replicas_of(from);
+            slot_home.push_back(from);
+            for (const std::uint16_t m : masters) {
+              if (m != from) {
+                to = m;
+                break;
+              }
+            }
+          } else {
+            for (const std::uint16_t m : slot_home) {
+              if (m != from && std::find(masters.begin(), masters.end(), m) != masters.end())
+                to = m;
+            }
+            slot_home.clear();
+          }
+          if (to == 0)
+            throw std::runtime_error("no master to move slot " + std::to_string(slot) + " to");
+          f.detail = "slot " + std::to_string(slot) + " " + std::to_string(from) + " -> " +
+                     std::to_string(to);
+          f.start = now_ns();
+          cluster->migrate_slot(slot, from, to, cluster_change_timeout);
+          f.end = now_ns();
+        } else if (f.kind == "sleep") {
+          // The server (the lock's master) sleeps one and a half leases: holders must notice before
+          // it wakes. On a cluster that is below cluster-node-timeout: no failover.
+          const std::string seconds = std::to_string(1.5 * o.lease_ms / 1000.0);
+          if (cluster != nullptr) {
+            cluster->wait_ok(cluster_change_timeout);
+            const std::uint16_t master = cluster->master_for_key(lock_name);
+            f.detail = "on " + std::to_string(master);
+            f.start = now_ns();
+            const dlock::tools::resp_value answer =
+                cluster->call(master, {"DEBUG", "SLEEP", seconds}, 10s);
+            if (answer.is_error()) throw std::runtime_error("DEBUG SLEEP: " + answer.str);
+          } else {
+            f.start = now_ns();
+            command_retry(lock_server, {"DEBUG", "SLEEP", seconds});
+          }
+          f.end = now_ns();
+        } else if (f.kind == "client-pause") {
+          const std::string ms = std::to_string(3 * o.lease_ms / 2);
+          if (cluster != nullptr) {
+            cluster->wait_ok(cluster_change_timeout);
+            const std::uint16_t master = cluster->master_for_key(lock_name);
+            f.detail = "on " + std::to_string(master);
+            f.start = now_ns();
+            const dlock::tools::resp_value answer =
+                cluster->call(master, {"CLIENT", "PAUSE", ms, "ALL"});
+            if (answer.is_error()) throw std::runtime_error("CLIENT PAUSE: " + answer.str);
+            // Answered once the pause is over: the event that ends the fault.
+            cluster->call(master, {"PING"}, 10s);
+          } else {
+            f.start = now_ns();
+            command_retry(lock_server, {"CLIENT", "PAUSE", ms, "ALL"});
+            command_retry(lock_server, {"PING"});
+          }
+          f.end = now_ns();
+        } else if (f.kind == "client-kill") {
+          f.start = now_ns();
+          if (cluster != nullptr) {
+            // Every connection to every node (through the proxies too), the workers' and the
+            // driver's client's.
+            for (const std::uint16_t port : cluster->ports()) {
+              if (!cluster->node(port).running()) continue;
+              cluster->call(port, {"CLIENT", "KILL", "TYPE", "normal"});
+              cluster->call(port, {"CLIENT", "KILL", "TYPE", "pubsub"});
+            }
+          } else {
+            command_retry(lock_server, {"CLIENT", "KILL", "TYPE", "normal"});
+            command_retry(lock_server, {"CLIENT", "KILL", "TYPE", "pubsub"});
+          }
+          f.end = now_ns();
         }
-        f.worker = target->id;
-        f.cli = target->cli;
-        std::this_thread::sleep_for(duration);
-        lab->heal(target->id);
-        f.end = now_ns();
-      } else if (f.kind == "latency") {
-        // Every chunk between the workers and the lock server delayed, in each direction, by a
-        // quarter lease (round trip half a lease: renewals still confirm in time) or by a whole
-        // lease (round trip two leases: every hold is lost before it is even granted), in turn,
-        // for two leases.
-        const auto delay = occurrence % 2 == 0 ? lease / 4 : lease;
-        proxy->set_delay(delay);
-        f.start = now_ns();
-        f.detail = std::to_string(delay.count()) + " ms";
-        std::this_thread::sleep_for(2 * lease);
-        proxy->set_delay(0ms);
-        f.end = now_ns();
-      } else if (f.kind == "restart") {
-        f.forgets = restart_forgets;
-        f.start = now_ns();
-        lock_server_process.kill(SIGKILL);
-        lock_server_process.start();
-        f.end = now_ns();
-      } else if (f.kind == "sleep") {
-        // The server sleeps one and a half leases: holders must notice before it wakes.
-        const std::string seconds = std::to_string(1.5 * o.lease_ms / 1000.0);
-        f.start = now_ns();
-        command_retry(lock_server, {"DEBUG", "SLEEP", seconds});
-        f.end = now_ns();
-      } else if (f.kind == "client-pause") {
-        const std::string ms = std::to_string(3 * o.lease_ms / 2);
-        f.start = now_ns();
-        command_retry(lock_server, {"CLIENT", "PAUSE", ms, "ALL"});
-        // Answered once the pause is over: the event that ends the fault.
-        command_retry(lock_server, {"PING"});
-        f.end = now_ns();
-      } else if (f.kind == "client-kill") {
-        f.start = now_ns();
-        command_retry(lock_server, {"CLIENT", "KILL", "TYPE", "normal"});
-        command_retry(lock_server, {"CLIENT", "KILL", "TYPE", "pubsub"});
-        f.end = now_ns();
+      } catch (const std::exception& e) {
+        // The fault could not be injected or did not end (a fixture's time limit): the run
+        // failed, but what was recorded is still checked.
+        crash = "fault " + f.kind + " failed: " + e.what();
+        if (f.end == 0) f.end = now_ns();
       }
-      faults.push_back(f);
+      if (f.start != 0) faults.push_back(f);
       std::string target;
       if (f.worker >= 0) {
         target = std::string("worker ") + std::to_string(f.worker) +
                  (f.cli ? " (dlock exec, " : " (") + (f.on_holder ? "holder)" : "not holding)");
       }
-      if (!f.detail.empty()) target = "+" + f.detail + " each way";
+      if (!f.detail.empty()) target = f.detail;
       std::printf(
           "  fault %-12s %s at +%.1f s\n", f.kind.c_str(), target.c_str(),
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
       std::fflush(stdout);
+      if (!crash.empty()) break;
       next_fault =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(o.fault_interval_ms);
     }
@@ -847,14 +1107,14 @@ int run(const suite_options& o) {
 
   {
     // The faults beside the records, for a look afterwards:
-    // kind start end worker on_holder cli tell_by [detail]
+    // kind start end worker on_holder cli tell_by replica_until [detail]
     std::FILE* out = std::fopen((dir + "/faults.txt").c_str(), "w");
     if (out != nullptr) {
       for (const fault_event& f : faults) {
-        std::fprintf(out, "%s %lld %lld %d %d %d %lld %s\n", f.kind.c_str(),
+        std::fprintf(out, "%s %lld %lld %d %d %d %lld %lld %s\n", f.kind.c_str(),
                      static_cast<long long>(f.start), static_cast<long long>(f.end), f.worker,
                      f.on_holder ? 1 : 0, f.cli ? 1 : 0, static_cast<long long>(f.tell_by),
-                     f.detail.c_str());
+                     static_cast<long long>(f.replica_until), f.detail.c_str());
       }
       std::fclose(out);
     }
@@ -912,6 +1172,10 @@ int run(const suite_options& o) {
               static_cast<double>(r.max_told_late_ns) / 1e6);
   row("  unreported, a restart forgot the hold", r.overlaps_forgotten,
       restart_forgets ? "expected without appendfsync always" : "");
+  if (on_cluster) {
+    row("  unreported, a hard failover lost the hold", r.overlaps_failover_forgotten,
+        "expected (asynchronous replication) if the holder released by its deadline");
+  }
   row("  unreported, a holder stalled past its lease", r.overlaps_unreported_stalled,
       o.strict ? "VIOLATION if > 0 (released before its watchdog ran, never told)"
                : "not failing (--no-strict): released before its watchdog ran, never told");
@@ -931,11 +1195,35 @@ int run(const suite_options& o) {
   row("  still believed held after their deadline", r.partition_told_late, "VIOLATION if > 0");
   row("overlaps: a partitioned holder told late", r.overlaps_reported_partitioned,
       "VIOLATION if > 0");
+  if (on_cluster) {
+    row("holds of a killed master (master-kill)", r.failover_holds);
+    row("  ended by being told (stop_token, SIGTERM)", r.failover_holds_told);
+    row("  still believed held after their deadline", r.failover_told_late, "VIOLATION if > 0");
+    row("master-kills unchecked (replica served early)", r.failovers_unchecked);
+  }
 
+  // The faults of this topology, in the table and the JSON line.
+  std::vector<std::string> shown_kinds;
+  for (const std::string& kind : all_fault_kinds) {
+    if (on_cluster ? !contains(not_on_cluster_kinds, kind) : !contains(cluster_only_kinds, kind)) {
+      shown_kinds.push_back(kind);
+    }
+  }
+  // Holds told of their loss from a fault's start to a lease after its end.
+  std::vector<std::int64_t> losses;
+  for (const dlock::fault::hold& h : holds) {
+    if (h.lost != 0) losses.push_back(h.lost);
+  }
+  std::sort(losses.begin(), losses.end());
   std::map<std::string, std::vector<double>> recovery;
-  std::map<std::string, int> counts, on_holder, on_cli;
+  std::map<std::string, int> counts, on_holder, on_cli, told;
   for (const fault_event& f : faults) {
     ++counts[f.kind];
+    told[f.kind] += static_cast<int>(
+        std::upper_bound(
+            losses.begin(), losses.end(),
+            f.end + std::chrono::duration_cast<std::chrono::nanoseconds>(lease).count()) -
+        std::lower_bound(losses.begin(), losses.end(), f.start));
     if (f.on_holder) ++on_holder[f.kind];
     if (f.on_holder && f.cli) ++on_cli[f.kind];
     const auto next = std::upper_bound(starts.begin(), starts.end(), f.start);
@@ -943,16 +1231,16 @@ int run(const suite_options& o) {
       recovery[f.kind].push_back(static_cast<double>(*next - f.start) / 1e6);
     }
   }
-  std::printf("\n  %-14s %6s %8s %12s %22s %12s\n", "fault", "count", "holder", "dlock exec",
-              "re-acquired p50 (ms)", "max (ms)");
-  for (const std::string& kind : all_fault_kinds) {
+  std::printf("\n  %-14s %6s %8s %12s %22s %12s %10s\n", "fault", "count", "holder", "dlock exec",
+              "re-acquired p50 (ms)", "max (ms)", "told lost");
+  for (const std::string& kind : shown_kinds) {
     std::vector<double>& v = recovery[kind];
     std::sort(v.begin(), v.end());
     const bool targets = kind == "kill" || kind == "pause" || kind == "partition";
-    std::printf("  %-14s %6d %8s %12s %22.1f %12.1f\n", kind.c_str(), counts[kind],
+    std::printf("  %-14s %6d %8s %12s %22.1f %12.1f %10d\n", kind.c_str(), counts[kind],
                 targets ? std::to_string(on_holder[kind]).c_str() : "-",
                 targets ? std::to_string(on_cli[kind]).c_str() : "-",
-                v.empty() ? 0.0 : v[v.size() / 2], v.empty() ? 0.0 : v.back());
+                v.empty() ? 0.0 : v[v.size() / 2], v.empty() ? 0.0 : v.back(), told[kind]);
   }
   for (const std::string& e : r.examples)
     std::printf("  %s\n", e.c_str());
@@ -987,7 +1275,7 @@ int run(const suite_options& o) {
 
   // Anything worth a look afterwards keeps the records too.
   const bool unusual = r.overlaps_reported_unexplained > 0 || r.overlaps_unreported_stalled > 0 ||
-                       r.tokens_not_increasing_stalled > 0;
+                       r.tokens_not_increasing_stalled > 0 || r.overlaps_failover_forgotten > 0;
   if (status == 0 && !o.keep_records && !unusual) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
@@ -995,7 +1283,7 @@ int run(const suite_options& o) {
 
   std::string fault_json;
   std::string recovery_json;
-  for (const std::string& kind : all_fault_kinds) {
+  for (const std::string& kind : shown_kinds) {
     fault_json +=
         (fault_json.empty() ? "" : ",") + ("\"" + kind + "\":") + std::to_string(counts[kind]);
     const std::vector<double>& v = recovery[kind];  // sorted above
@@ -1006,8 +1294,22 @@ int run(const suite_options& o) {
     recovery_json += (recovery_json.empty() ? "" : ",") + std::string(item.data());
   }
   std::string skipped_json;
-  if (lab == nullptr && partition_requested) skipped_json += "\"partition\",";
-  skipped_json += "\"failover\"";
+  if (!on_cluster) skipped.emplace_back("failover");
+  for (const std::string& kind : skipped)
+    skipped_json += (skipped_json.empty() ? "\"" : ",\"") + kind + "\"";
+  std::string cluster_json;
+  if (on_cluster) {
+    std::array<char, 256> item{};
+    std::snprintf(item.data(), item.size(),
+                  ",\"failover_holds\":%llu,\"failover_holds_told\":%llu,\"failover_told_late\":"
+                  "%llu,\"failovers_unchecked\":%llu,\"overlaps_failover_forgotten\":%llu",
+                  static_cast<unsigned long long>(r.failover_holds),
+                  static_cast<unsigned long long>(r.failover_holds_told),
+                  static_cast<unsigned long long>(r.failover_told_late),
+                  static_cast<unsigned long long>(r.failovers_unchecked),
+                  static_cast<unsigned long long>(r.overlaps_failover_forgotten));
+    cluster_json = item.data();
+  }
   std::string skip_reason_json;
   if (!partition_skipped_because.empty()) {
     skip_reason_json = ",\"partition_skipped_because\":" + json_string(partition_skipped_because);
@@ -1015,14 +1317,14 @@ int run(const suite_options& o) {
   std::printf(
       "{\"acquisitions\":%llu,\"acquisitions_cli\":%llu,\"handoffs\":%llu,\"workers\":%d,\"workers_"
       "cli\":%d,"
-      "\"lease_ms\":%d,\"persistence\":\"%s\",\"no_lock\":%s,"
+      "\"lease_ms\":%d,\"topology\":\"%s\",\"persistence\":\"%s\",\"no_lock\":%s,"
       "\"overlaps\":%llu,\"overlaps_reported\":%llu,\"overlaps_reported_unexplained\":%llu,"
       "\"overlaps_forgotten\":%llu,\"overlaps_unreported_stalled\":%llu,"
       "\"overlaps_unreported\":%llu,\"fenced_accepted\":%llu,\"fenced_refused\":%llu,"
       "\"fenced_out_of_order\":%llu,\"accepted_unknown\":%llu,\"tokens_not_increasing\":%llu,"
       "\"tokens_not_increasing_stalled\":%llu,\"partition_holds\":%llu,"
       "\"partition_holds_told\":%llu,\"partition_told_late\":%llu,"
-      "\"overlaps_reported_partitioned\":%llu,"
+      "\"overlaps_reported_partitioned\":%llu%s,"
       "\"holds_lost\":%llu,"
       "\"holds_lost_after_work\":%llu,\"holds_killed\":%llu,\"lock_errors\":%llu,\"faults\":{%s},"
       "\"reacquired_ms\":{%s},"
@@ -1030,7 +1332,7 @@ int run(const suite_options& o) {
       static_cast<unsigned long long>(r.acquisitions),
       static_cast<unsigned long long>(r.acquisitions_cli),
       static_cast<unsigned long long>(r.handoffs), o.workers, o.workers_cli, o.lease_ms,
-      o.persistence.c_str(), o.no_lock ? "true" : "false",
+      o.topology.c_str(), o.persistence.c_str(), o.no_lock ? "true" : "false",
       static_cast<unsigned long long>(r.overlaps),
       static_cast<unsigned long long>(r.overlaps_reported),
       static_cast<unsigned long long>(r.overlaps_reported_unexplained),
@@ -1046,7 +1348,7 @@ int run(const suite_options& o) {
       static_cast<unsigned long long>(r.partition_holds),
       static_cast<unsigned long long>(r.partition_holds_told),
       static_cast<unsigned long long>(r.partition_told_late),
-      static_cast<unsigned long long>(r.overlaps_reported_partitioned),
+      static_cast<unsigned long long>(r.overlaps_reported_partitioned), cluster_json.c_str(),
       static_cast<unsigned long long>(r.holds_lost),
       static_cast<unsigned long long>(r.holds_lost_after_work),
       static_cast<unsigned long long>(r.holds_killed),
@@ -1073,7 +1375,14 @@ int main(int argc, char** argv) {
       "pub/sub connection), partition (the holder's network namespace cut off from both servers\n"
       "by an nftables rule for two leases; needs root, iproute2 and nftables, else skipped with\n"
       "the reason), latency (a delay of a quarter lease, then of a whole lease, each way, between\n"
-      "the workers and the lock server, for two leases). Failovers are not injected.\n"
+      "the workers and the lock server, for two leases).\n"
+      "With --topology cluster the lock server is a Redis Cluster of 3 masters + 3 replicas\n"
+      "(cluster-node-timeout 2 s), the workers get two of its nodes as seeds, and the lock-side\n"
+      "faults act on the master of the lock's slot: failover (CLUSTER FAILOVER on its replica),\n"
+      "master-kill (kill -9; after the promotion the node restarts and rejoins as a replica;\n"
+      "every holder must be told by the kill + 0.9 lease + 100 ms), migrate (the slot moved to\n"
+      "another master, and back the next time), sleep and client-pause on it, client-kill on\n"
+      "every node; restart does not apply; latency delays every node (one proxy per node).\n"
       "Exit status: 0 pass, 1 violation, 2 usage, 3 the run failed.");
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--workers", o.workers, "Library worker processes (default 4)")
@@ -1107,20 +1416,26 @@ int main(int argc, char** argv) {
   app.add_option("--fault-interval-ms", o.fault_interval_ms,
                  "Time between the end of a fault and the next (default 500)")
       ->check(CLI::Range(10, 600'000));
-  app.add_option("--faults", o.faults,
-                 "Comma-separated kinds, in turn (default: all, network faults early); 'none'")
-      ->delimiter(',')
-      ->check(CLI::IsMember([] {
-        std::vector<std::string> kinds = all_fault_kinds;
-        kinds.emplace_back("none");
-        return kinds;
-      }()));
+  app.add_option("--topology", o.topology,
+                 "The lock server: single (one redis-server, default) or cluster (a Redis\n"
+                 "Cluster, 3 masters + 3 replicas)")
+      ->check(CLI::IsMember({"single", "cluster"}));
+  auto* faults_option = app.add_option(
+      "--faults", o.faults,
+      "Comma-separated kinds, in turn (default: all of the topology, network faults early);\n"
+      "failover, master-kill and migrate need --topology cluster; 'none'");
+  faults_option->delimiter(',')->check(CLI::IsMember([] {
+    std::vector<std::string> kinds = all_fault_kinds;
+    kinds.emplace_back("none");
+    return kinds;
+  }()));
   app.add_option("--persistence", o.persistence,
                  "Lock server: none, everysec or always (AOF appendfsync) (default none)")
       ->check(CLI::IsMember({"none", "everysec", "always"}));
   app.add_flag("--no-lock", o.no_lock, "Workers take no lock: the checker must report a violation");
-  app.add_flag("--long", o.long_run,
-               "100000 acquisitions, at least 4 workers, every fault, 30 min limit");
+  app.add_flag(
+      "--long", o.long_run,
+      "100000 acquisitions, at least 4 workers, every fault of the topology, 30 min limit");
   app.add_option("--time-limit-s", o.time_limit_s, "End the run after this long (default 170)")
       ->check(CLI::Range(1, 86'400));
   app.add_option("--seed", o.seed, "Seed of the fault targets (default 1)");
@@ -1135,6 +1450,8 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-records", o.keep_records, "Keep the record files after a passing run");
   CLI11_PARSE(app, argc, argv);
 
+  const bool on_cluster = o.topology == "cluster";
+  if (on_cluster && faults_option->count() == 0) o.faults = cluster_rotation;
   if (std::find(o.faults.begin(), o.faults.end(), "none") != o.faults.end()) o.faults.clear();
   if (o.wait_ms == 0) o.wait_ms = 3 * o.lease_ms;
   const bool have_cli = !o.cli.empty() && ::access(o.cli.c_str(), X_OK) == 0;
@@ -1143,8 +1460,23 @@ int main(int argc, char** argv) {
     o.acquisitions = std::max<std::uint64_t>(o.acquisitions, 100'000);
     o.workers = std::max(o.workers, 4);
     if (have_cli) o.workers_cli = std::max(o.workers_cli, 1);
-    o.faults = default_rotation;
+    o.faults = on_cluster ? cluster_rotation : default_rotation;
     o.time_limit_s = std::max(o.time_limit_s, 1800);
+  }
+  if (!on_cluster) {
+    for (const std::string& kind : o.faults) {
+      if (contains(cluster_only_kinds, kind)) {
+        std::fprintf(stderr, "dlock_fault_suite: the %s fault needs --topology cluster\n",
+                     kind.c_str());
+        return 2;
+      }
+    }
+  }
+  if (on_cluster && o.persistence != "none") {
+    std::fprintf(stderr,
+                 "dlock_fault_suite: --persistence applies to the single server (a killed cluster "
+                 "node rejoins as a replica and copies its master)\n");
+    return 2;
   }
   if (o.workers_cli > 0 && !have_cli) {
     std::fprintf(stderr, "dlock_fault_suite: --workers-cli needs the dlock command (--cli): '%s'\n",
