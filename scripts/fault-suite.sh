@@ -4,13 +4,19 @@
 # the lock server are killed, paused, restarted and stalled, workers are cut off by network
 # partitions and the lock server is slowed down by a delay proxy; the checker fails on any
 # violation of mutual exclusion it can see. Partitions need root (network namespaces, nftables):
-# without them the suite says why and skips only partitions.
+# without them the suite says why and skips only partitions. With --topology cluster the lock
+# server is a private Redis Cluster whose master of the lock's slot is also failed over, killed
+# and has its slot migrated.
 #
 #   bash scripts/fault-suite.sh                    the bounded run (~10,000 acquisitions)
 #   bash scripts/fault-suite.sh --long             >= 100,000 acquisitions, >= 4 library workers
 #                                                  and a `dlock exec` one, every fault
 #   bash scripts/fault-suite.sh --no-lock          the same workers without the lock: MUST fail
 #   bash scripts/fault-suite.sh --persistence everysec   (or always) AOF on the lock server
+#   bash scripts/fault-suite.sh --topology cluster        the lock server a Redis Cluster (3 masters
+#                                                  + 3 replicas): failover, master-kill and
+#                                                  migrate of the lock's master besides the rest
+#   bash scripts/fault-suite.sh --long --topology cluster
 #   DLOCK_FAULT_SUITE=/path/to/dlock_fault_suite bash scripts/fault-suite.sh ...
 #
 # Every argument goes to dlock_fault_suite (see its --help). Without DLOCK_FAULT_SUITE the script

@@ -1398,11 +1398,11 @@ int main(int argc, char** argv) {
   app.add_option("--lease-ms", o.lease_ms, "Watchdog lease of the workers (default 1000)")
       ->check(CLI::Range(100, 60'000));
   app.add_option("--hold-us", o.hold_us, "Work under the lock, microseconds (default 1000)")
-      ->check(CLI::Range(0, 1'000'000));
+      ->check(CLI::Range(0, 10'000'000));
   app.add_option("--cli-hold-us", o.cli_hold_us,
                  "Work of the command that `dlock exec` runs, microseconds (default 20000: a\n"
                  "command runs longer than the library's 1 ms, so faults find it at work)")
-      ->check(CLI::Range(0, 1'000'000));
+      ->check(CLI::Range(0, 10'000'000));
   app.add_option(
          "--idle-us", o.idle_us,
          "Time a worker lets pass between its release and its next lock call,\n"
