@@ -365,6 +365,7 @@ void connection::on_connect_failed(std::error_code ec, const std::string& detail
     // Another address may answer: try it at once, while queued requests wait.
     if (failures_in_a_row_ % (alternatives_.size() + 1) != 0) return connect();
   }
+  if (on_attempt_failed_) on_attempt_failed_();
   finished_list failed;
   {
     std::lock_guard lock(mutex_);

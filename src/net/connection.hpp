@@ -59,6 +59,9 @@ class connection : public std::enable_shared_from_this<connection> {
   // Set before start(); run on the I/O thread.
   void set_push_handler(push_handler h) { on_push_ = std::move(h); }
   void set_link_handler(link_handler h) { on_link_ = std::move(h); }
+  // Called on the I/O thread when an attempt to connect failed (every address), just before the
+  // requests queued for it fail with its error.
+  void set_attempt_failed_handler(std::function<void()> h) { on_attempt_failed_ = std::move(h); }
   // Lua sources to SCRIPT LOAD in every handshake; they must outlive the connection.
   void set_preload_scripts(std::vector<std::string_view> sources) {
     preload_scripts_ = std::move(sources);
@@ -147,6 +150,7 @@ class connection : public std::enable_shared_from_this<connection> {
   const mode mode_;
   push_handler on_push_;
   link_handler on_link_;
+  std::function<void()> on_attempt_failed_;
   std::vector<std::string_view> preload_scripts_;
   std::vector<std::string> probe_args_;
   probe_handler on_probe_;

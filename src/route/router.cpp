@@ -122,7 +122,7 @@ net::connection& router::connection_for(target to) {
 
 void router::send(target to, std::span<const std::string_view> args, net::completion done,
                   std::chrono::milliseconds timeout, bool urgent) {
-  if (mode() == topology::mode::single && !follows_failovers_) {
+  if (mode() == topology::mode::single && !follows_failovers_ && !servers_->holding()) {
     connection_for(to).send(args, std::move(done), timeout, urgent);
     return;
   }
@@ -139,7 +139,16 @@ void router::send(target to, std::span<const std::string_view> args, net::comple
   r->done = std::move(done);
   r->deadline = clock::now() + timeout;
   r->urgent = urgent;
-  dispatch(r, connection_for(to), false);
+  start(r);
+}
+
+void router::start(const std::shared_ptr<request>& r) {
+  // Keyed requests wait for the first server's answer (one server or a cluster?), so that on a
+  // cluster they go to the slot's master at once instead of meeting MOVED at the seed.
+  if (servers_->defer_until_known([this, r] { dispatch(r, connection_for(r->to()), false); })) {
+    return;
+  }
+  dispatch(r, connection_for(r->to()), false);
 }
 
 namespace {
@@ -171,7 +180,8 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
   owned->insert(owned->end(), keys.begin(), keys.end());
   owned->insert(owned->end(), args.begin(), args.end());
 
-  if (mode() != topology::mode::single || follows_failovers_ || confirm.replicas > 0) {
+  if (mode() != topology::mode::single || follows_failovers_ || confirm.replicas > 0 ||
+      servers_->holding()) {
     try {
       check_same_slot(keys);
     } catch (const error& e) {
@@ -187,7 +197,7 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
     r->done = std::move(done);
     r->deadline = clock::now() + timeout;
     r->urgent = urgent;
-    dispatch(r, connection_for(to), false);
+    start(r);
     return;
   }
 

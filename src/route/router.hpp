@@ -118,6 +118,7 @@ class router {
  private:
   struct request;
   net::connection& connection_for(target to);
+  void start(const std::shared_ptr<request>& r);
   void dispatch(std::shared_ptr<request> r, net::connection& link, bool asking);
   void on_reply(const std::shared_ptr<request>& r, net::connection& link, std::error_code ec,
                 reply answer);

@@ -44,7 +44,8 @@ deployment::deployment(asio::io_context& io, const client_options& options,
       options_(options),
       tls_context_(std::move(tls_context)),
       preload_scripts_(std::move(preload_scripts)),
-      refresh_timer_(io) {
+      refresh_timer_(io),
+      deferred_timer_(io) {
   for (const server_address& a : options.more_hosts)
     seed_alternatives_.push_back(options_for(options, a));
   seed_ = std::make_shared<net::connection>(io, options, tls_context_);
@@ -53,6 +54,10 @@ deployment::deployment(asio::io_context& io, const client_options& options,
   seed_->set_handshake_probe({"CLUSTER", "SHARDS"}, [this](const reply& r) {
     on_probe(r);
     return std::string();
+  });
+  // Requests held until the first server answers meet its connection's error instead.
+  seed_->set_attempt_failed_handler([this] {
+    if (mode() == mode::unknown) resume_deferred();
   });
   // Connections are stopped before this deployment goes (stop()), so `this` outlives handlers.
   seed_->set_link_handler([this](bool up) {
@@ -87,6 +92,7 @@ deployment::~deployment() {
 
 void deployment::stop() {
   if (stopped_.exchange(true)) return;
+  asio::post(io_, [this] { deferred_timer_.cancel(); });
   seed_->stop();
   classic_->stop();
   sharded_->stop();
@@ -168,12 +174,54 @@ slot_map deployment::current_map() const {
   return map_;
 }
 
+bool deployment::defer_until_known(std::function<void()> resume) {
+  if (mode() != mode::unknown && !holding_.load(std::memory_order_acquire)) return false;
+  bool arm = false;
+  {
+    std::lock_guard lock(deferred_mutex_);
+    // Checked again under the lock: resume_deferred() empties the list after the kind is set,
+    // and requests keep queueing behind those still held, so that they leave in issue order.
+    if ((mode() != mode::unknown && !holding_) || stopped_) return false;
+    deferred_.push_back(std::move(resume));
+    holding_.store(true, std::memory_order_release);
+    if (mode() == mode::unknown) arm = !std::exchange(deferred_timer_armed_, true);
+  }
+  if (arm) {
+    asio::post(io_, [this] {
+      deferred_timer_.expires_after(options_.connect_timeout);
+      deferred_timer_.async_wait([this](std::error_code ec) {
+        if (!ec) resume_deferred();
+      });
+    });
+  }
+  return true;
+}
+
+void deployment::resume_deferred() {
+  // Until the list is empty: requests that arrive meanwhile queue behind the ones sent here.
+  for (;;) {
+    std::vector<std::function<void()>> ready;
+    {
+      std::lock_guard lock(deferred_mutex_);
+      deferred_timer_armed_ = false;
+      if (deferred_.empty()) {
+        holding_.store(false, std::memory_order_release);
+        return;
+      }
+      ready.swap(deferred_);
+    }
+    for (auto& resume : ready)
+      resume();
+  }
+}
+
 // --- learning the map --------------------------------------------------------------------------
 
 void deployment::on_probe(const reply& r) {
   if (says_cluster_disabled(r)) {
     enum mode expected = mode::unknown;
     mode_.compare_exchange_strong(expected, mode::single);
+    resume_deferred();
     return;
   }
   const net::connection& seed = *seed_;
@@ -205,6 +253,7 @@ void deployment::apply(slot_map map) {
     map_loads_.fetch_add(1, std::memory_order_relaxed);
     mode_.store(mode::cluster, std::memory_order_release);
   }
+  resume_deferred();
   sharded_->relocate();
 }
 
@@ -277,6 +326,7 @@ void deployment::ask_for_map(std::vector<std::shared_ptr<net::connection>> candi
         if (says_cluster_disabled(r)) {
           enum mode expected = mode::unknown;
           mode_.compare_exchange_strong(expected, mode::single);
+          resume_deferred();
           finish_refresh();
           return;
         }

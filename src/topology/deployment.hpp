@@ -17,6 +17,7 @@
 #include <asio.hpp>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -48,6 +49,8 @@ class deployment final : public topology {
   std::uint32_t shard_of(std::string_view key) const override;
   void set_link_listener(link_listener listener) override { link_listener_ = std::move(listener); }
   void stop() override;
+  bool defer_until_known(std::function<void()> resume) override;
+  bool holding() const noexcept override { return holding_.load(std::memory_order_acquire); }
   std::uint64_t map_refreshes() const noexcept override {
     return map_loads_.load(std::memory_order_relaxed);
   }
@@ -97,6 +100,13 @@ class deployment final : public topology {
   asio::steady_timer refresh_timer_;
   std::atomic<bool> refresh_requested_{false};
   link_listener link_listener_;  // I/O thread only
+
+  void resume_deferred();                        // any thread
+  std::mutex deferred_mutex_;                    // guards deferred_ and deferred_timer_armed_
+  std::vector<std::function<void()>> deferred_;  // requests waiting for the kind
+  bool deferred_timer_armed_ = false;
+  std::atomic<bool> holding_{false};  // requests wait in deferred_ (or are being sent from it)
+  asio::steady_timer deferred_timer_;
 };
 
 }  // namespace dlock::topology

@@ -64,6 +64,18 @@ class topology {
   using link_listener = std::function<void(bool up)>;
   virtual void set_link_listener(link_listener listener) = 0;
 
+  // While the deployment's kind is unknown (its first server has not answered), keeps `resume`
+  // and returns true: it runs on the I/O thread once the kind is known, or after connect_timeout
+  // at the latest (an unreachable server: the request then meets the connection's own error).
+  // Otherwise returns false. Keyed requests wait so that they go to the right node at once.
+  virtual bool defer_until_known(std::function<void()> resume) {
+    (void)resume;
+    return false;
+  }
+
+  // Whether requests are waiting in defer_until_known() (later ones must queue behind them).
+  virtual bool holding() const noexcept { return false; }
+
   // How many slot maps were loaded so far. Thread-safe.
   virtual std::uint64_t map_refreshes() const noexcept = 0;
 

@@ -70,6 +70,22 @@ TEST_F(ClusterLock, CommandsRouteByKeyFromAnySeed) {
   EXPECT_EQ(c.routing_metrics().asked, 0u);
 }
 
+// Requests made before the first server has answered wait for its answer, then go straight to
+// their slot's master: a fresh client's first burst meets no MOVED.
+TEST_F(ClusterLock, AFreshClientsFirstBurstGoesStraightToTheSlotsMasters) {
+  client c{replica_url()};
+  std::vector<std::future<reply>> replies;
+  for (int i = 0; i < 200; ++i) {
+    const std::string key = test::unique_key("burst" + std::to_string(i));
+    const std::string_view args[] = {"SET", key, "1"};
+    replies.push_back(c.async_command(args));
+  }
+  for (auto& r : replies)
+    EXPECT_EQ(r.get().str, "OK");
+  EXPECT_EQ(c.routing_metrics().moved, 0u);
+  EXPECT_EQ(c.routing_metrics().map_refreshes, 1u);
+}
+
 TEST_F(ClusterLock, OneServerIsNotACluster) {
   test::redis_server server;
   client c{server.url()};
