@@ -220,7 +220,7 @@ void connection::connect() {
   });
   if (provider_) {
     resolving_ = true;
-    provider_([self = shared_from_this(), generation](std::error_code ec, std::string detail,
+    provider_([self = shared_from_this(), generation](std::error_code ec, const std::string& detail,
                                                       std::shared_ptr<const client_options> to) {
       if (generation != self->generation_) return;
       if (ec) return self->on_connect_failed(ec, detail);

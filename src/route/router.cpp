@@ -58,7 +58,8 @@ std::vector<std::string_view> keys_of(std::span<const std::string_view> args) {
       }
     }
     const std::size_t end = std::min(args.size(), 3 + count);
-    return {args.begin() + std::min<std::size_t>(3, end), args.begin() + end};
+    const auto first = static_cast<std::ptrdiff_t>(std::min<std::size_t>(3, end));
+    return {args.begin() + first, args.begin() + static_cast<std::ptrdiff_t>(end)};
   }
   if (is_one_of(name,
                 {"DEL", "UNLINK", "EXISTS", "TOUCH", "MGET", "WATCH", "SINTER", "SUNION", "SDIFF",
@@ -218,7 +219,7 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
   link.send(views, std::move(fallback), timeout, urgent);
 }
 
-void router::dispatch(std::shared_ptr<request> r, net::connection& link, bool asking) {
+void router::dispatch(const std::shared_ptr<request>& r, net::connection& link, bool asking) {
   const auto now = clock::now();
   if (now >= r->deadline) {
     if (r->last_error) return r->finish(r->last_error, std::move(r->last_reply));
@@ -322,7 +323,7 @@ routing_metrics router::metrics() const noexcept {
   return m;
 }
 
-void router::retry_later(std::shared_ptr<request> r) {
+void router::retry_later(const std::shared_ptr<request>& r) {
   const milliseconds delay =
       std::min(first_retry_delay * (1 << std::min(r->retries++, 8)), retry_delay_cap);
   if (clock::now() + delay >= r->deadline) {

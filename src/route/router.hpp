@@ -119,10 +119,10 @@ class router {
   struct request;
   net::connection& connection_for(target to);
   void start(const std::shared_ptr<request>& r);
-  void dispatch(std::shared_ptr<request> r, net::connection& link, bool asking);
+  void dispatch(const std::shared_ptr<request>& r, net::connection& link, bool asking);
   void on_reply(const std::shared_ptr<request>& r, net::connection& link, std::error_code ec,
                 reply answer);
-  void retry_later(std::shared_ptr<request> r);
+  void retry_later(const std::shared_ptr<request>& r);
 
   asio::io_context& io_;
   std::unique_ptr<topology::topology> servers_;

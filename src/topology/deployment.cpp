@@ -321,7 +321,7 @@ void deployment::ask_for_map(std::vector<std::shared_ptr<net::connection>> candi
   link->send(
       args,
       [this, link, candidates = std::move(candidates), next, use_slots](std::error_code ec,
-                                                                        reply r) mutable {
+                                                                        const reply& r) mutable {
         if (stopped_) return;
         if (says_cluster_disabled(r)) {
           enum mode expected = mode::unknown;

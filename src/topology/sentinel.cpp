@@ -112,7 +112,7 @@ void sentinel::resolve(net::connection::address_callback done) {
   ask(std::move(r));
 }
 
-void sentinel::ask(std::shared_ptr<resolution> r) {
+void sentinel::ask(const std::shared_ptr<resolution>& r) {
   if (r->next >= sentinels_.size()) {
     const std::string name = "'" + options_.sentinel.master_name + "'";
     std::string detail = r->some_do_not_know ? "no sentinel knows a master named " + name

@@ -51,7 +51,7 @@ class sentinel final : public topology {
   struct resolution;
   // The connection's address provider: asks the sentinels, in order (I/O thread).
   void resolve(net::connection::address_callback done);
-  void ask(std::shared_ptr<resolution> r);
+  void ask(const std::shared_ptr<resolution>& r);
   void on_switch_message(std::string_view payload);
   void follow(const std::string& why);
 

@@ -68,6 +68,7 @@ class topology {
   // and returns true: it runs on the I/O thread once the kind is known, or after connect_timeout
   // at the latest (an unreachable server: the request then meets the connection's own error).
   // Otherwise returns false. Keyed requests wait so that they go to the right node at once.
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): overrides keep the function
   virtual bool defer_until_known(std::function<void()> resume) {
     (void)resume;
     return false;

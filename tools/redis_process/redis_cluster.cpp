@@ -796,7 +796,7 @@ void redis_cluster::finish_slot_migration(std::uint16_t slot, std::uint16_t from
         "MIGRATE", "127.0.0.1", std::to_string(to_port),
         "",        "0",         std::to_string(std::chrono::milliseconds(migrate_timeout).count())};
     if (!options_.password.empty()) migrate.insert(migrate.end(), {"AUTH", options_.password});
-    migrate.push_back("KEYS");
+    migrate.emplace_back("KEYS");
     for (const resp_value& key : keys.elements)
       migrate.push_back(key.str);
     const resp_value moved = call(from_port, migrate, migrate_timeout + query_timeout);
