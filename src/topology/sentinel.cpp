@@ -109,7 +109,7 @@ void sentinel::resolve(net::connection::address_callback done) {
   auto r = std::make_shared<resolution>();
   r->done = std::move(done);
   r->first = first_asked_;
-  ask(std::move(r));
+  ask(r);
 }
 
 void sentinel::ask(const std::shared_ptr<resolution>& r) {
