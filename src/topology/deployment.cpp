@@ -68,7 +68,7 @@ deployment::deployment(asio::io_context& io, const client_options& options,
   const std::shared_ptr<const client_options> seed_options(std::shared_ptr<void>(), &options_);
   classic_ = std::make_shared<pubsub::subscriber>(
       io, tls_context_, pubsub::subscriber::flavour::classic,
-      [seed = pubsub::node_ref{"seed", seed_options, seed_alternatives_}](std::string_view) {
+      [seed = pubsub::node_ref{"seed", seed_options, seed_alternatives_, {}}](std::string_view) {
         return seed;
       });
   sharded_ = std::make_shared<pubsub::subscriber>(
@@ -163,10 +163,10 @@ pubsub::node_ref deployment::node_ref_for(std::string_view channel) {
   const std::int32_t owner = map_.owner_of(slot);
   if (owner == slot_map::no_owner) {
     const std::shared_ptr<const client_options> seed_options(std::shared_ptr<void>(), &options_);
-    return {"seed", seed_options, seed_alternatives_};
+    return {"seed", seed_options, seed_alternatives_, {}};
   }
   const server_address& address = map_.masters()[static_cast<std::size_t>(owner)];
-  return {key_of(address), ensure_node(address).options, {}};
+  return {key_of(address), ensure_node(address).options, {}, {}};
 }
 
 slot_map deployment::current_map() const {

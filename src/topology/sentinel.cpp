@@ -28,11 +28,6 @@ std::shared_ptr<const client_options> sentinel_at(const client_options& base,
   return o;
 }
 
-std::string endpoint_of(const std::string& host, std::uint16_t port) {
-  return host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
-                                             : host + ":" + std::to_string(port);
-}
-
 }  // namespace
 
 // One search for the master: the sentinels are asked one after another.
