@@ -348,6 +348,18 @@ TEST(FaultChecker, HolderOfAKilledMasterNotToldByItsDeadlineIsAViolation) {
   EXPECT_EQ(r.failover_told_late, 1U);
 }
 
+TEST(FaultChecker, AKillOfAnUnreplicatedMasterIsAHardFailoverToo) {
+  fault_event k = make_master_kill(15, 50, 60);
+  k.kind = "master-kill-unreplicated";
+  EXPECT_EQ(check({make_hold(0, 10, 70, 1)}, {}, {k}, 0).failover_told_late, 1U);
+  const std::vector<hold> holds = {make_hold(0, 10, 30, 1), make_hold(1, 20, 40, 2)};
+  fault_event early = make_master_kill(15, 50, 17);
+  early.kind = "master-kill-unreplicated";
+  EXPECT_EQ(check(holds, {}, {early}, 0).overlaps_failover_forgotten, 1U);
+  early.kind = "failover";  // graceful: nothing is lost, nothing excused
+  EXPECT_EQ(check(holds, {}, {early}, 0).overlaps_unreported, 1U);
+}
+
 TEST(FaultChecker, AReplicaPromotedBeforeTheDeadlineLeavesTheFailoverUnchecked) {
   // The replica may have had the hold and renewed it: a hold kept past the deadline is legitimate.
   const check_result r = check({make_hold(0, 10, 70, 1)}, {}, {make_master_kill(15, 50, 40)}, 0);

@@ -102,7 +102,7 @@ struct hold {
 // One injected fault, as the driver logged it.
 struct fault_event {
   // kill, pause, restart, sleep, client-pause, client-kill, partition, latency; on a cluster also
-  // failover, master-kill, migrate
+  // failover, master-kill, master-kill-unreplicated, migrate
   std::string kind;
   std::int64_t start = 0;
   std::int64_t end = 0;    // when the fault stopped acting (resumed, restarted, slept)
@@ -120,6 +120,12 @@ struct fault_event {
   std::int64_t replica_until = 0;
   std::string detail;  // latency: the added delay per direction
 };
+
+// A kill -9 of the lock's master, whose replica is then promoted: "master-kill", and
+// "master-kill-unreplicated" (its replication stream to the replica cut first).
+inline bool is_hard_failover(std::string_view kind) {
+  return kind == "master-kill" || kind == "master-kill-unreplicated";
+}
 
 // An accepted write on the resource.
 struct accepted_write {
@@ -305,7 +311,7 @@ inline check_result check(std::vector<hold> holds, const std::vector<accepted_wr
     if (f.forgets) restarts.push_back(f.start);
     if (f.kind == "pause") pauses.push_back(&f);
     if (f.kind == "partition") partitions.push_back(&f);
-    if (f.kind == "master-kill") hard_failovers.push_back(&f);
+    if (is_hard_failover(f.kind)) hard_failovers.push_back(&f);
   }
   std::sort(hard_failovers.begin(), hard_failovers.end(),
             [](const fault_event* x, const fault_event* y) { return x->start < y->start; });

@@ -18,7 +18,9 @@
 // nodes, the resource stays a single redis-server, and the faults on the lock side act on the
 // master that serves the lock's slot: `failover` (CLUSTER FAILOVER on its replica), `master-kill`
 // (kill -9, the replica is promoted, the killed node restarts and rejoins as a replica),
-// `migrate` (its slot moved to another master, and back the next time), and `sleep`,
+// `master-kill-unreplicated` (the same after the master's replication stream to its replica was
+// cut and the lock granted anew, so that the replica lacks the last grants), `migrate` (its slot
+// moved to another master, and back the next time), and `sleep`,
 // `client-pause` on it and `client-kill` on every node. `restart` of the one server does not
 // apply. For partitions and latency every node announces a hostname (cluster-announce-hostname,
 // cluster-preferred-endpoint-type hostname) at which the workers reach it: the bridge of the
@@ -87,9 +89,18 @@ using namespace std::chrono_literals;
 using dlock::fault::fault_event;
 using dlock::fault::now_ns;
 
-const std::vector<std::string> all_fault_kinds = {
-    "kill",      "pause",   "restart",  "sleep",       "client-pause", "client-kill",
-    "partition", "latency", "failover", "master-kill", "migrate"};
+const std::vector<std::string> all_fault_kinds = {"kill",
+                                                  "pause",
+                                                  "restart",
+                                                  "sleep",
+                                                  "client-pause",
+                                                  "client-kill",
+                                                  "partition",
+                                                  "latency",
+                                                  "failover",
+                                                  "master-kill",
+                                                  "master-kill-unreplicated",
+                                                  "migrate"};
 // The default order of injection: the network faults early, so that a short run (the sanitizer
 // build's) has them too.
 const std::vector<std::string> default_rotation = {
@@ -98,10 +109,11 @@ const std::vector<std::string> default_rotation = {
 // A kill is not followed by master-kill: the time from a kill to the next hold would measure the
 // master-kill's outage instead.
 const std::vector<std::string> cluster_rotation = {
-    "master-kill", "kill",    "partition", "failover",     "pause",
+    "master-kill", "kill",    "partition", "failover",     "pause",      "master-kill-unreplicated",
     "migrate",     "latency", "sleep",     "client-pause", "client-kill"};
 // Faults that exist only on a cluster, and those that do not apply to one.
-const std::vector<std::string> cluster_only_kinds = {"failover", "master-kill", "migrate"};
+const std::vector<std::string> cluster_only_kinds = {"failover", "master-kill",
+                                                     "master-kill-unreplicated", "migrate"};
 const std::vector<std::string> not_on_cluster_kinds = {"restart"};
 
 bool contains(const std::vector<std::string>& list, const std::string& item) {
@@ -649,17 +661,22 @@ int run(const suite_options& o) {
   // Partitions need a network namespace per worker; without them the workers stay on loopback.
   std::unique_ptr<dlock::fault::netns_lab> lab;
   std::string partition_skipped_because;
+  // master-kill-unreplicated cuts a replication stream with the same nftables table.
   const bool partition_requested = selected("partition");
-  if (partition_requested) {
+  const bool unreplicated_requested = selected("master-kill-unreplicated");
+  if (partition_requested || unreplicated_requested) {
     lab = dlock::fault::netns_lab::make(o.workers + o.workers_cli, partition_skipped_because);
     if (lab == nullptr) {
-      kinds.erase(std::find(kinds.begin(), kinds.end(), "partition"));
-      skipped.emplace_back("partition");
-      std::printf(
-          "partition: SKIPPED, this machine does not let the suite make network namespaces and "
-          "nftables rules (needs root, iproute2, nftables and a kernel or container that allows "
-          "them; scripts/install-deps.sh installs the packages): %s\n",
-          partition_skipped_because.c_str());
+      for (const char* kind : {"partition", "master-kill-unreplicated"}) {
+        if (!selected(kind)) continue;
+        kinds.erase(std::find(kinds.begin(), kinds.end(), kind));
+        skipped.emplace_back(kind);
+        std::printf(
+            "%s: SKIPPED, this machine does not let the suite make network namespaces and "
+            "nftables rules (needs root, iproute2, nftables and a kernel or container that allows "
+            "them; scripts/install-deps.sh installs the packages): %s\n",
+            kind, partition_skipped_because.c_str());
+      }
     } else {
       std::printf("partition: %s\n", lab->describe().c_str());
     }
@@ -944,7 +961,7 @@ int run(const suite_options& o) {
           cluster->failover(replicas.front(), dlock::tools::failover_mode::graceful,
                             cluster_change_timeout);
           f.end = now_ns();
-        } else if (f.kind == "master-kill") {
+        } else if (dlock::fault::is_hard_failover(f.kind)) {
           // kill -9 of the lock's master. Its replica is promoted after cluster-node-timeout (and
           // the election); then the killed node restarts (empty) and rejoins as a replica of its
           // successor, so that the cluster keeps its size. Every hold the dead master granted must
@@ -959,6 +976,47 @@ int run(const suite_options& o) {
                                      " has no replica");
           }
           const std::uint16_t replica = replicas.front();
+          // master-kill-unreplicated: first the master's replication stream to the replica is cut
+          // (its TCP segments dropped, no reset), then the kill waits until the lock has been
+          // granted anew: a grant, and whatever follows, that the replica never receives.
+          std::uint16_t stream_port = 0;
+          std::string cut_detail;
+          if (f.kind == "master-kill-unreplicated") {
+            // The replica's end of the replication link: "addr=127.0.0.1:<port>" in CLIENT LIST.
+            const dlock::tools::resp_value list =
+                cluster->call(master, {"CLIENT", "LIST", "TYPE", "replica"});
+            const auto at = list.str.find("addr=127.0.0.1:");
+            if (list.is_error() || at == std::string::npos) {
+              throw std::runtime_error("no replication link on " + std::to_string(master) + ": " +
+                                       list.to_string());
+            }
+            stream_port = static_cast<std::uint16_t>(std::stoul(list.str.substr(at + 15)));
+            const auto holders = [&] {
+              const dlock::tools::resp_value fields =
+                  cluster->call(master, {"HKEYS", lock_name}, 1s);
+              std::string all;
+              for (const dlock::tools::resp_value& e : fields.elements)
+                all += e.str + " ";
+              return all;
+            };
+            const std::string before = holders();
+            const std::int64_t cut_at = now_ns();
+            lab->cut_stream(master, stream_port, 2 * cluster_change_timeout);
+            // A hand-over is a matter of milliseconds (seconds with --hold-us): bounded polling,
+            // the server has no event to wait for.
+            const auto give_up = std::chrono::steady_clock::now() + 2 * lease;
+            std::string now_held = holders();
+            while ((now_held.empty() || now_held == before) &&
+                   std::chrono::steady_clock::now() < give_up) {
+              std::this_thread::sleep_for(1ms);
+              now_held = holders();
+            }
+            std::array<char, 96> text{};
+            std::snprintf(text.data(), text.size(), "replication cut, %s after %.0f ms; ",
+                          now_held.empty() || now_held == before ? "no new grant" : "granted anew",
+                          static_cast<double>(now_ns() - cut_at) / 1e6);
+            cut_detail = text.data();
+          }
           cluster->kill_node(master);  // returns once it is reaped: nothing answers after this
           f.start = now_ns();
           f.tell_by = f.start + std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -984,6 +1042,7 @@ int run(const suite_options& o) {
             std::this_thread::sleep_for(promotion_poll);
           }
           const double promoted_ms = static_cast<double>(now_ns() - f.start) / 1e6;
+          if (stream_port != 0) lab->heal_stream(master, stream_port);
           cluster->wait_ok(cluster_change_timeout);
           cluster->restart_node(master);
           cluster->wait_ok(cluster_change_timeout);
@@ -994,7 +1053,7 @@ int run(const suite_options& o) {
               "%u killed, %u promoted after %.0f ms, %u back as its replica after %.0f ms",
               static_cast<unsigned>(master), static_cast<unsigned>(replica), promoted_ms,
               static_cast<unsigned>(master), static_cast<double>(f.end - f.start) / 1e6);
-          f.detail = detail.data();
+          f.detail = cut_detail + detail.data();
         } else if (f.kind == "migrate") {
           // The lock's slot moves to another master (MIGRATING/IMPORTING, MIGRATE of its keys,
           // SETSLOT NODE), and the next time back to the shard it came from, whichever of its nodes
@@ -1099,7 +1158,10 @@ int run(const suite_options& o) {
       next_fault =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(o.fault_interval_ms);
     }
-    stop_failures = pool.stop_all(10s);
+    // A worker ends its loop after its current lock call and hold: give it that long, and more.
+    stop_failures = pool.stop_all(std::chrono::ceil<std::chrono::milliseconds>(
+        10s + std::chrono::milliseconds(o.wait_ms) +
+        std::chrono::microseconds(std::max(o.hold_us, o.cli_hold_us))));
     for (const worker_life& l : pool.lives()) {
       files.push_back({l.worker, l.life, l.killed_at, l.path, l.cli});
     }
@@ -1217,13 +1279,27 @@ int run(const suite_options& o) {
   std::sort(losses.begin(), losses.end());
   std::map<std::string, std::vector<double>> recovery;
   std::map<std::string, int> counts, on_holder, on_cli, told;
-  for (const fault_event& f : faults) {
+  // The longest time without an acquisition from a fault's start to a lease after its end (or the
+  // next fault's start, if sooner): the outage it caused (a failover's, a migration's).
+  std::map<std::string, double> longest_gap;
+  const std::int64_t lease_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(lease).count();
+  for (std::size_t i = 0; i < faults.size(); ++i) {
+    const fault_event& f = faults[i];
+    const std::int64_t window_end =
+        i + 1 < faults.size() ? std::min(f.end + lease_ns, faults[i + 1].start) : f.end + lease_ns;
     ++counts[f.kind];
-    told[f.kind] += static_cast<int>(
-        std::upper_bound(
-            losses.begin(), losses.end(),
-            f.end + std::chrono::duration_cast<std::chrono::nanoseconds>(lease).count()) -
-        std::lower_bound(losses.begin(), losses.end(), f.start));
+    told[f.kind] +=
+        static_cast<int>(std::upper_bound(losses.begin(), losses.end(), f.end + lease_ns) -
+                         std::lower_bound(losses.begin(), losses.end(), f.start));
+    std::int64_t last = f.start;
+    std::int64_t gap = 0;
+    for (auto it = std::upper_bound(starts.begin(), starts.end(), f.start);
+         it != starts.end() && last < window_end; ++it) {
+      gap = std::max(gap, std::min(*it, window_end) - last);
+      last = *it;
+    }
+    if (last < window_end) gap = std::max(gap, window_end - last);
+    longest_gap[f.kind] = std::max(longest_gap[f.kind], static_cast<double>(gap) / 1e6);
     if (f.on_holder) ++on_holder[f.kind];
     if (f.on_holder && f.cli) ++on_cli[f.kind];
     const auto next = std::upper_bound(starts.begin(), starts.end(), f.start);
@@ -1231,16 +1307,20 @@ int run(const suite_options& o) {
       recovery[f.kind].push_back(static_cast<double>(*next - f.start) / 1e6);
     }
   }
-  std::printf("\n  %-14s %6s %8s %12s %22s %12s %10s\n", "fault", "count", "holder", "dlock exec",
-              "re-acquired p50 (ms)", "max (ms)", "told lost");
+  int kind_width = 14;  // "master-kill-unreplicated" is longer
+  for (const std::string& kind : shown_kinds)
+    kind_width = std::max(kind_width, static_cast<int>(kind.size()));
+  std::printf("\n  %-*s %6s %8s %12s %22s %12s %10s %16s\n", kind_width, "fault", "count", "holder",
+              "dlock exec", "re-acquired p50 (ms)", "max (ms)", "told lost", "longest gap (ms)");
   for (const std::string& kind : shown_kinds) {
     std::vector<double>& v = recovery[kind];
     std::sort(v.begin(), v.end());
     const bool targets = kind == "kill" || kind == "pause" || kind == "partition";
-    std::printf("  %-14s %6d %8s %12s %22.1f %12.1f %10d\n", kind.c_str(), counts[kind],
-                targets ? std::to_string(on_holder[kind]).c_str() : "-",
+    std::printf("  %-*s %6d %8s %12s %22.1f %12.1f %10d %16.1f\n", kind_width, kind.c_str(),
+                counts[kind], targets ? std::to_string(on_holder[kind]).c_str() : "-",
                 targets ? std::to_string(on_cli[kind]).c_str() : "-",
-                v.empty() ? 0.0 : v[v.size() / 2], v.empty() ? 0.0 : v.back(), told[kind]);
+                v.empty() ? 0.0 : v[v.size() / 2], v.empty() ? 0.0 : v.back(), told[kind],
+                longest_gap[kind]);
   }
   for (const std::string& e : r.examples)
     std::printf("  %s\n", e.c_str());
@@ -1380,7 +1460,10 @@ int main(int argc, char** argv) {
       "(cluster-node-timeout 2 s), the workers get two of its nodes as seeds, and the lock-side\n"
       "faults act on the master of the lock's slot: failover (CLUSTER FAILOVER on its replica),\n"
       "master-kill (kill -9; after the promotion the node restarts and rejoins as a replica;\n"
-      "every holder must be told by the kill + 0.9 lease + 100 ms), migrate (the slot moved to\n"
+      "every holder must be told by the kill + 0.9 lease + 100 ms), master-kill-unreplicated\n"
+      "(the same after the master's replication stream to its replica was cut with nftables and\n"
+      "the lock granted anew: the replica is promoted without the last grants; needs what\n"
+      "partitions need), migrate (the slot moved to\n"
       "another master, and back the next time), sleep and client-pause on it, client-kill on\n"
       "every node; restart does not apply; latency delays every node (one proxy per node).\n"
       "Exit status: 0 pass, 1 violation, 2 usage, 3 the run failed.");
@@ -1423,7 +1506,8 @@ int main(int argc, char** argv) {
   auto* faults_option = app.add_option(
       "--faults", o.faults,
       "Comma-separated kinds, in turn (default: all of the topology, network faults early);\n"
-      "failover, master-kill and migrate need --topology cluster; 'none'");
+      "failover, master-kill, master-kill-unreplicated and migrate need --topology cluster;\n"
+      "'none'");
   faults_option->delimiter(',')->check(CLI::IsMember([] {
     std::vector<std::string> kinds = all_fault_kinds;
     kinds.emplace_back("none");

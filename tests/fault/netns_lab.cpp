@@ -176,10 +176,11 @@ void netns_lab::build(int workers) {
   const std::string rules = "table inet " + table_ +
                             " {\n"
                             "  set cut { type ipv4_addr; flags timeout; }\n"
+                            "  set stream { type inet_service . inet_service; flags timeout; }\n"
                             "  chain input { type filter hook input priority -10; policy accept; "
                             "ip saddr @cut drop; }\n"
                             "  chain output { type filter hook output priority -10; policy accept; "
-                            "ip daddr @cut drop; }\n"
+                            "ip daddr @cut drop; tcp sport . tcp dport @stream drop; }\n"
                             "}\n";
   must({"nft", rules});
 }
@@ -245,6 +246,21 @@ void netns_lab::heal(int worker) {
       "nft", "delete element inet " + table_ + " cut { " + worker_address(worker) + " }"};
   const tools::command_result r = run(argv);
   // Gone already: its timeout ran out (the suite was slower than the safety margin).
+  if (r.exit_code != 0 && r.err.find("No such file or directory") == std::string::npos) {
+    throw std::runtime_error("`" + join_args(argv) + "` failed: " + r.err);
+  }
+}
+
+void netns_lab::cut_stream(std::uint16_t from, std::uint16_t to, std::chrono::milliseconds safety) {
+  must({"nft", "add element inet " + table_ + " stream { " + std::to_string(from) + " . " +
+                   std::to_string(to) + " timeout " + std::to_string(safety.count()) + "ms }"});
+}
+
+void netns_lab::heal_stream(std::uint16_t from, std::uint16_t to) {
+  const std::vector<std::string> argv = {"nft", "delete element inet " + table_ + " stream { " +
+                                                    std::to_string(from) + " . " +
+                                                    std::to_string(to) + " }"};
+  const tools::command_result r = run(argv);
   if (r.exit_code != 0 && r.err.find("No such file or directory") == std::string::npos) {
     throw std::runtime_error("`" + join_args(argv) + "` failed: " + r.err);
   }

@@ -13,11 +13,17 @@
 // leaves no partition behind for longer than that; the heal deletes it. Everything is named after
 // the suite's process id; a new lab first removes what dead suites left (netns, bridge, table).
 //
+// A second set, `stream`, of (source port . destination port) pairs drops TCP segments between
+// two local ports (hook output, which loopback traffic passes): the suite cuts a master's
+// replication stream to its replica with it, so that what the master acknowledges next never
+// reaches the replica.
+//
 // Everything runs the `ip` and `nft` commands (iproute2, nftables), as root. make() says why it
 // cannot build the lab instead of throwing, so that the suite skips only the partition fault.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +56,12 @@ class netns_lab {
   // when nft fails.
   void cut(int worker, std::chrono::milliseconds safety);
   void heal(int worker);
+
+  // Drops every TCP segment from local port `from` to local port `to` (one direction of one
+  // loopback connection: a master's port and its replica's end of the replication link) until
+  // heal_stream(), at most for `safety`. Throws std::runtime_error when nft fails.
+  void cut_stream(std::uint16_t from, std::uint16_t to, std::chrono::milliseconds safety);
+  void heal_stream(std::uint16_t from, std::uint16_t to);
 
   // Removes everything (also called by the destructor). Thread-safe, idempotent.
   void remove() noexcept;
