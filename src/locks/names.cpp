@@ -83,4 +83,13 @@ std::string derived_key(std::string_view prefix, std::string_view name, std::str
   return key.append(colon_suffix).append(suffix);
 }
 
+std::string fence_key(std::string_view name) {
+  constexpr std::string_view prefix = "dlock:fence:{";
+  std::string key;
+  key.reserve(prefix.size() + name.size() + 8);
+  key.append(prefix);
+  if (name.find_first_of("{}") == std::string_view::npos) return key.append(name).append("}");
+  return key.append(slot_tag(core::hash_slot(name))).append("}:").append(name);
+}
+
 }  // namespace dlock::locks

@@ -17,6 +17,7 @@
 //
 // P must contain no braces, so the first '{' of every derived key is the one put there here. The
 // rule is part of the wire format (every client must derive the same keys): never change it.
+// The fencing counter has its own, one-to-one rule (fence_key() below).
 #pragma once
 
 #include <cstdint>
@@ -55,10 +56,14 @@ inline std::string unlock_channel(std::string_view name) {
   return derived_key("redisson_lock__channel", name);
 }
 
-// "dlock:fence:{N}" for ordinary names: the counter that hands out N's fencing tokens. It has no
-// TTL: tokens must never go back.
-inline std::string fence_key(std::string_view name) {
-  return derived_key("dlock:fence", name);
-}
+// fence_key()
+//
+// The counter that hands out N's fencing tokens: "dlock:fence:{N}" when N has no brace, else
+// "dlock:fence:{T}:N" with T = slot_tag(hash_slot(N)). Unlike derived_key() this is one-to-one:
+// a release checks its hold's token against this counter (reentrant_unlock.lua), so two names
+// must never share it, as "q" and "{q}" share Redisson's channel. Both forms land in N's slot and
+// cannot meet: a brace-free N never yields "T}:M". Earlier builds used derived_key() here; tokens
+// follow the server clock, so they keep increasing across that change.
+std::string fence_key(std::string_view name);
 
 }  // namespace dlock::locks

@@ -5,14 +5,14 @@
 // lock's slot is killed; the holder calls unlock(), whose release cannot be written (the master is
 // dead) and waits in the client's retry loop; the replica is promoted (CLUSTER FAILOVER TAKEOVER)
 // and the same thread locks again. If the release reaches the new master after that acquisition,
-// it deletes the new hold (a first try carries no fencing token to check): a second client then
-// takes the lock while the first still believes it holds it.
+// it would delete the new hold if it carried no fencing token (as first tries did until the fix):
+// a second client then takes the lock while the first still believes it holds it.
 //
 //   dlock_fault_release_reorder [--rounds N] [--delay-ms MS]
 //
 // Prints one line per round, and for a round with two holders the lock scripts the new master ran
 // (its SLOWLOG, every command logged). Exit status: 0 no round had two holders, 1 some round did,
-// 3 the run failed. Not a ctest: it fails as long as the failure is there.
+// 3 the run failed. The ctest fault_release_reorder runs 5 rounds.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

@@ -435,7 +435,6 @@ TEST_F(HoldRegistry, ReleasingOneOfTwoHoldsKeepsTheLockAndItsLease) {
   EXPECT_EQ(request->lease, 10s);  // re-set while a hold remains
   EXPECT_EQ(request->remaining, 1u);
   EXPECT_EQ(request->token, 17u);
-  EXPECT_FALSE(request->retry);
   EXPECT_EQ(registry.count(key("a")), 1u);
   EXPECT_EQ(counters.released.load(), 0u);
   EXPECT_TRUE(registry.next_wakeup().has_value());  // still tracked
@@ -496,7 +495,6 @@ TEST_F(HoldRegistry, AnOrphanReleaseFreesAnUnknownHoldWithoutATokenCheck) {
   EXPECT_EQ(request->owner, "client-1:7");
   EXPECT_EQ(request->remaining, 0u);
   EXPECT_EQ(request->token, 0u);
-  EXPECT_FALSE(request->retry);
 }
 
 TEST_F(HoldRegistry, NoOrphanReleaseForAHoldTheClientKnows) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -51,26 +52,40 @@ TEST(LockNames, RedissonChannelName) {
   EXPECT_EQ(unlock_channel("orders:{42}"), "redisson_lock__channel:orders:{42}");
 }
 
-TEST(LockNames, DerivedKeysShareTheLocksHashTag) {
+TEST(LockNames, FenceKeyTagsBraceFreeNamesAndTheSlotOfOthers) {
   EXPECT_EQ(fence_key("anyLock"), "dlock:fence:{anyLock}");
-  EXPECT_EQ(fence_key("orders:{42}"), "dlock:fence:orders:{42}");
+  EXPECT_EQ(hash_slot("orders:{42}"), hash_slot("42"));
+  EXPECT_EQ(fence_key("orders:{42}"),
+            "dlock:fence:{" + std::string(slot_tag(hash_slot("42"))) + "}:orders:{42}");
+}
+
+// Releases check their token against the fence counter: names sharing Redisson's channel ("q"
+// and "{q}") must not share it.
+TEST(LockNames, FenceKeysAreOneToOne) {
+  std::vector<std::string> names = test::lock_name_cases();
+  for (const std::string extra : {"q", "{q}", "a{b", "{a{b}", "{{{", "{{{{}"}) names.emplace_back(extra);
+  std::map<std::string, std::string> seen;
+  for (const std::string& name : names) {
+    const auto [at, inserted] = seen.emplace(fence_key(name), name);
+    EXPECT_TRUE(inserted || at->second == name) << name << " and " << at->second << " -> " << at->first;
+  }
+  EXPECT_EQ(unlock_channel("q"), unlock_channel("{q}"));
+  EXPECT_NE(fence_key("q"), fence_key("{q}"));
 }
 
 TEST(LockNames, OrdinaryNamesKeepRedissonsForm) {
   EXPECT_EQ(unlock_channel("orders:42"), "redisson_lock__channel:{orders:42}");
   EXPECT_EQ(fence_key("orders:42"), "dlock:fence:{orders:42}");
   EXPECT_EQ(unlock_channel("{tenant7}:orders"), "redisson_lock__channel:{tenant7}:orders");
-  EXPECT_EQ(fence_key("{tenant7}:orders"), "dlock:fence:{tenant7}:orders");
+  EXPECT_EQ(fence_key("{tenant7}:orders"),
+            "dlock:fence:{" + std::string(slot_tag(hash_slot("tenant7"))) + "}:{tenant7}:orders");
   EXPECT_EQ(unlock_channel("a{b}c"), "redisson_lock__channel:a{b}c");
-  EXPECT_EQ(fence_key("a{b}c"), "dlock:fence:a{b}c");
 }
 
 TEST(LockNames, OpenBraceWithoutCloseIsTaggedWhole) {
   // Redisson's "prefix:a{b" would hash the whole longer key.
   EXPECT_EQ(unlock_channel("a{b"), "redisson_lock__channel:{a{b}");
-  EXPECT_EQ(fence_key("a{b"), "dlock:fence:{a{b}");
   EXPECT_EQ(unlock_channel("{"), "redisson_lock__channel:{{}");
-  EXPECT_EQ(fence_key("{{{"), "dlock:fence:{{{{}");
 }
 
 TEST(LockNames, NamesWithACloseBraceRedissonGetsWrongCarryTheSlotsTag) {

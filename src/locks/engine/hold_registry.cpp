@@ -140,7 +140,7 @@ std::optional<release_request> hold_registry::release(const hold_key& key,
   result = h.lost ? make_error_code(errc::lock_lost) : std::error_code{};
   // The script sets the count we keep, so a lost hold is forgotten with all its counts.
   h.count = h.lost ? 0 : h.count - 1;
-  // A retry checks the hold's token (see reentrant_unlock.lua): it travels with the request.
+  // Every try checks the hold's token (see reentrant_unlock.lua): it travels with the request.
   release_request request{key.lock.name, owner_field(key.owner), h.lease, h.count, h.token};
   if (h.count == 0) {
     if (!h.lost) ++counters_.released;
@@ -153,7 +153,7 @@ std::optional<release_request> hold_registry::release(const hold_key& key,
 std::optional<release_request> hold_registry::orphan_release(const hold_key& key) const {
   if (holds_.count(key) != 0) return std::nullopt;
   // Lease keys are never reused, so the field alone says whose hold it is: no token check.
-  return release_request{key.lock.name, owner_field(key.owner), watchdog_lease_, 0, 0, false};
+  return release_request{key.lock.name, owner_field(key.owner), watchdog_lease_, 0, 0};
 }
 
 void hold_registry::drop_owner(std::uint64_t owner, lock_loss_reason reason, losses& out) {

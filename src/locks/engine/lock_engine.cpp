@@ -189,7 +189,7 @@ attempt_outcome lock_engine::read_attempt_reply(const hold_key& key, const attem
             : "WAIT failed: " + acks.str;
   ++counters_.unconfirmed;
   releases_->send(*key.lock.protocol, release_request{std::string(key.lock.name), plan.owner,
-                                                      plan.lease, 0, outcome.token, true});
+                                                      plan.lease, 0, outcome.token});
   attempt_outcome retry;
   retry.status = attempt_outcome::kind::held_by_other;
   retry.holder_ttl_ms = confirm_.timeout.count();

@@ -51,15 +51,15 @@ struct attempt_outcome {
   std::int64_t holder_ttl_ms = -1;  // held_by_other: the holder's lease left (-1: no TTL)
 };
 
-// A release of one hold. Retried releases carry the released hold's fencing token, so that a
-// retry arriving after a newer hold began changes nothing.
+// A release of one hold. Every try carries the released hold's fencing token, so that a try
+// arriving after a newer hold of the name began (a retry, or a first try that a router held back
+// while a failover went on) changes nothing.
 struct release_request {
   std::string name;
   std::string owner;
   std::chrono::milliseconds lease{0};  // re-set while holds remain
   std::uint64_t remaining = 0;         // the holds the owner keeps afterwards (0: free the lock)
   std::uint64_t token = 0;             // the released hold's fencing token (0: no check)
-  bool retry = false;                  // a retry checks `token`; the first try needs no check
 };
 
 // One watchdog renewal: the lock and the owner whose lease is extended.

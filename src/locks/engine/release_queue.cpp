@@ -28,11 +28,10 @@ void release_queue::send_try(const lock_protocol& protocol, release_request requ
                   tries_left](std::error_code ec) mutable {
     auto self = weak.lock();
     if (!self) return;
-    // The first try may have run: the retry carries the hold's token (see release_request) and
-    // goes ahead of everything not yet written.
+    // The first try may have run: the retry is harmless all the same (the hold's token travels
+    // with every try, see release_request) and goes ahead of everything not yet written.
     if (ec && is_retryable(ec) && tries_left > 1) {
       ++self->counters_.release_retries;
-      request.retry = true;
       try {
         self->send_try(protocol, std::move(request), tries_left - 1, true);
       } catch (...) {

@@ -6,17 +6,19 @@
 -- KEYS[3] the fencing counter    ARGV[3] this holder's field
 --                                ARGV[4] the holds this holder keeps after the release, as the
 --                                        client counts them (0: release the lock)
---                                ARGV[5] "0" on a first try; on a retry, the fencing token of
---                                        the hold being released
+--                                ARGV[5] the fencing token of the hold being released ("0":
+--                                        no check)
 --                                ARGV[6] "publish", or "spublish" on a Redis Cluster
 --
 -- The client's count is the truth for its own field (see reentrant_lock.lua): the count is set,
 -- not decremented, so a hold the client never learned of cannot outlive its last unlock, and a
 -- retry that repeats a release that did run sets the same count again.
 --
--- A retry may also come after the same holder released everything and acquired anew (the first
--- try timed out but ran, and a later lock succeeded). Every new first hold takes a new token, so
--- a counter above the released hold's token says that hold is over: the retry changes nothing.
+-- A try may also come after the same holder released everything and acquired anew: a retry whose
+-- first try timed out but ran, or a first try that waited in the client for a failover to end
+-- while the holder's next lock went ahead. Every new first hold takes a new token from the name's
+-- own counter, so a counter above the released hold's token says that hold is over: the try
+-- changes nothing.
 --
 -- Returns 1 released (last hold), 0 one hold fewer (still held), -1 not held by this holder.
 if ARGV[5] ~= '0' then

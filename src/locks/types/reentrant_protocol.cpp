@@ -70,7 +70,7 @@ script_call reentrant_protocol::release(const release_request& request) const {
           {request.name, unlock_channel(request.name), fence_key(request.name)},
           {std::string(unlock_message), ms_arg(request.lease), request.owner,
            std::to_string(request.remaining),
-           request.retry ? std::to_string(request.token) : std::string("0"), "publish"},
+           std::to_string(request.token), "publish"},
           5};
 }
 
