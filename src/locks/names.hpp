@@ -56,6 +56,12 @@ inline std::string unlock_channel(std::string_view name) {
   return derived_key("redisson_lock__channel", name);
 }
 
+// "dlock:plain_unlock:{N}" for ordinary names: where releases of the plain lock N (and of a
+// Redlock named N, on each master) are announced, with the message "0".
+inline std::string plain_unlock_channel(std::string_view name) {
+  return derived_key("dlock:plain_unlock", name);
+}
+
 // fence_key()
 //
 // The counter that hands out N's fencing tokens: "dlock:fence:{N}" when N has no brace, else
