@@ -60,6 +60,17 @@ void connection::do_stop() {
 
 void connection::send(std::span<const std::string_view> args, completion done,
                       std::chrono::milliseconds timeout, bool urgent) {
+  enqueue(args, std::move(done), timeout, urgent ? placement::urgent : placement::in_order);
+}
+
+void connection::send_asking(std::span<const std::string_view> args, completion done,
+                             std::chrono::milliseconds timeout) {
+  enqueue(args, std::move(done), timeout, placement::after_asking);
+}
+
+void connection::enqueue(std::span<const std::string_view> args, completion done,
+                         std::chrono::milliseconds timeout, placement where) {
+  static constexpr std::string_view asking[] = {"ASKING"};
   const auto deadline = clock::now() + timeout;
   bool kick_writer = false;
   bool rearm_timer = false;
@@ -77,53 +88,18 @@ void connection::send(std::span<const std::string_view> args, completion done,
         state_ = state::connecting;
         connect_now = true;
       }
-      if (urgent) {
-        queue_.push_front_unwritten(args, std::move(done), deadline);
-      } else {
-        queue_.push(args, std::move(done), deadline);
+      switch (where) {
+        case placement::in_order:
+          queue_.push(args, std::move(done), deadline);
+          break;
+        case placement::urgent:
+          queue_.push_front_unwritten(args, std::move(done), deadline);
+          break;
+        case placement::after_asking:
+          queue_.push(asking, nullptr, deadline);
+          queue_.push(args, std::move(done), deadline);
+          break;
       }
-      if (deadline < armed_deadline_) {
-        armed_deadline_ = deadline;
-        rearm_timer = true;
-      }
-      if (state_ == state::ready && !write_scheduled_) {
-        write_scheduled_ = true;
-        kick_writer = true;
-      }
-    }
-  }
-  if (refused) {
-    refused(make_error_code(errc::client_stopped), reply::make_error("the client was stopped"));
-    return;
-  }
-  if (kick_writer || rearm_timer || connect_now) {
-    asio::post(io_, [self = shared_from_this(), kick_writer, rearm_timer, connect_now] {
-      if (rearm_timer) self->arm_timeout_timer();
-      if (kick_writer) self->write();
-      if (connect_now) self->connect_soon();
-    });
-  }
-}
-
-void connection::send_asking(std::span<const std::string_view> args, completion done,
-                             std::chrono::milliseconds timeout) {
-  static constexpr std::string_view asking[] = {"ASKING"};
-  const auto deadline = clock::now() + timeout;
-  bool kick_writer = false;
-  bool rearm_timer = false;
-  bool connect_now = false;
-  completion refused;
-  {
-    std::lock_guard lock(mutex_);
-    if (state_ == state::stopped) {
-      refused = std::move(done);
-    } else {
-      if (state_ == state::waiting_to_reconnect) {
-        state_ = state::connecting;
-        connect_now = true;
-      }
-      queue_.push(asking, nullptr, deadline);
-      queue_.push(args, std::move(done), deadline);
       if (deadline < armed_deadline_) {
         armed_deadline_ = deadline;
         rearm_timer = true;

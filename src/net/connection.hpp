@@ -122,6 +122,11 @@ class connection : public std::enable_shared_from_this<connection> {
   std::string endpoint() const;
 
  private:
+  // Where send() and send_asking() put a request in the queue.
+  enum class placement { in_order, urgent, after_asking };
+  void enqueue(std::span<const std::string_view> args, completion done,
+               std::chrono::milliseconds timeout, placement where);
+
   enum class state { connecting, ready, waiting_to_reconnect, stopped };
 
   // All on the I/O thread.

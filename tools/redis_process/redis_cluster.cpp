@@ -1,20 +1,15 @@
 #include "redis_cluster.hpp"
 
-#include "unique_fd.hpp"
+#include "node_group.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <exception>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -30,7 +25,6 @@ constexpr std::string_view error_prefix = "dlock::tools::redis_cluster: ";
 constexpr std::size_t slot_count = 16384;
 // The cluster bus listens on port + bus_offset (Redis' default cluster-port).
 constexpr unsigned bus_offset = 10000;
-constexpr unsigned highest_port = 65535 - bus_offset;
 // How often the waits look at the cluster again: short, because a change (an election, a gossip
 // round) completes in tens of milliseconds on loopback and starting must stay fast.
 constexpr auto poll_interval = 10ms;
@@ -48,89 +42,16 @@ constexpr int port_attempts = 5;
   throw std::runtime_error(std::string(error_prefix) + what);
 }
 
-// Ports a node of this host may take without meeting an outgoing connection's local port: below
-// the ephemeral range with their bus port, if the range leaves room for that.
-std::pair<unsigned, unsigned> port_band() {
-  unsigned ephemeral_low = 32768;
-  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-  unsigned low = 0;
-  unsigned high = 0;
-  if (range >> low >> high && low > 0) ephemeral_low = low;
-  constexpr unsigned band_low = 10000;
-  constexpr unsigned min_band = 1000;
-  if (ephemeral_low > band_low + bus_offset + min_band) {
-    return {band_low, ephemeral_low - bus_offset};
-  }
-  return {1024, highest_port + 1};
-}
-
-// Binds 127.0.0.1:port (no SO_REUSEADDR: a port in TIME_WAIT or merely bound by someone else is
-// refused too). The socket stays open so that the port stays ours while more are picked.
-unique_fd bind_probe(unsigned port) {
-  unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return fd;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    fd.reset();
-  }
-  return fd;
-}
-
-// `count` ports p, distinct with their p + 10000, each pair free when tested. Random starting
-// points keep concurrent test processes apart; a collision anyway shows when a node starts.
+// Ports for nodes whose bus port (port + bus_offset) must be free too.
 std::vector<std::uint16_t> pick_ports(std::size_t count, const std::set<unsigned>& avoid) {
-  const auto [low, high] = port_band();
-  std::random_device seed;
-  std::mt19937 random(seed());
-  std::uniform_int_distribution<unsigned> pick(low, high - 1);
-  std::vector<unique_fd> held;
-  std::set<unsigned> taken = avoid;
-  std::vector<std::uint16_t> ports;
-  for (int tries = 0; ports.size() < count; ++tries) {
-    if (tries > 10000) fail("no free pair of ports (port, port + 10000) found");
-    const unsigned port = pick(random);
-    if (taken.contains(port) || taken.contains(port + bus_offset)) continue;
-    unique_fd main = bind_probe(port);
-    if (!main.valid()) continue;
-    unique_fd bus = bind_probe(port + bus_offset);
-    if (!bus.valid()) continue;
-    taken.insert({port, port + bus_offset});
-    held.push_back(std::move(main));
-    held.push_back(std::move(bus));
-    ports.push_back(static_cast<std::uint16_t>(port));
-  }
-  return ports;
+  return group::pick_ports(error_prefix, count, avoid, bus_offset);
 }
 
-// The value of `field` in INFO or CLUSTER INFO text, "" if absent.
-std::string info_field(std::string_view text, std::string_view field) {
-  for (std::size_t begin = 0; begin < text.size();) {
-    std::size_t end = text.find('\n', begin);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(begin, end - begin);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.size() > field.size() && line.starts_with(field) && line[field.size()] == ':') {
-      return std::string(line.substr(field.size() + 1));
-    }
-    begin = end + 1;
-  }
-  return {};
-}
-
-std::string join(const std::vector<std::string>& parts) {
-  std::string joined;
-  for (const std::string& part : parts) {
-    if (!joined.empty()) joined += ' ';
-    joined += part;
-  }
-  return joined;
-}
+using group::info_field;
+using group::join_words;
 
 std::string port_text(std::uint16_t port) {
-  return "127.0.0.1:" + std::to_string(port);
+  return group::loopback_address(port);
 }
 
 }  // namespace
@@ -211,7 +132,7 @@ void redis_cluster::create_cluster(clock_type::time_point deadline) {
   runner.join();
   if (error) std::rethrow_exception(error);
   if (made.timed_out || made.exit_code != 0) {
-    fail("'" + join(create) + "' " +
+    fail("'" + join_words(create) + "' " +
          (made.timed_out ? "timed out" : "failed with exit " + std::to_string(made.exit_code)) +
          ":\n" + made.out + made.err);
   }
@@ -611,20 +532,7 @@ std::string redis_cluster::problem(bool full) const {
 
 void redis_cluster::wait_until(const std::string& what, clock_type::time_point deadline,
                                const std::function<std::string()>& problem_or_empty) const {
-  const auto began = clock_type::now();
-  for (;;) {
-    const std::string wrong = problem_or_empty();
-    if (wrong.empty()) return;
-    if (clock_type::now() >= deadline) {
-      const auto waited =
-          std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - began);
-      std::string message = "waited " + std::to_string(waited.count()) + " ms for ";
-      message.append(what).append("; still: ").append(wrong);
-      fail(message);
-    }
-    std::this_thread::sleep_for(
-        std::min<clock_type::duration>(poll_interval, deadline - clock_type::now()));
-  }
+  group::wait_until(error_prefix, what, deadline, poll_interval, problem_or_empty);
 }
 
 void redis_cluster::wait_ok(std::chrono::milliseconds timeout) const {
@@ -708,13 +616,14 @@ void redis_cluster::failover(std::uint16_t replica_port, failover_mode mode,
   // bus link to its master yet, and refuses a graceful failover until it has.
   auto issued = clock_type::now();
   const auto issue = [&] {
-    wait_until(join(command) + " to be accepted", deadline, [&]() -> std::string {
+    wait_until(join_words(command) + " to be accepted", deadline, [&]() -> std::string {
       const resp_value answer = call(replica_port, command);
       if (!answer.is_error()) return {};
       const bool link_pending = mode == failover_mode::graceful &&
                                 answer.str.find("Master is down") != std::string::npos &&
                                 node(old_master).running();
-      if (!link_pending) fail(join(command) + " on " + port_text(replica_port) + ": " + answer.str);
+      if (!link_pending)
+        fail(join_words(command) + " on " + port_text(replica_port) + ": " + answer.str);
       return port_text(replica_port) + " answers " + answer.str;
     });
     issued = clock_type::now();
@@ -777,7 +686,7 @@ void redis_cluster::begin_slot_migration(std::uint16_t slot, std::uint16_t from_
            {to_port, {"CLUSTER", "SETSLOT", slot_text, "IMPORTING", node_id(from_port)}},
            {from_port, {"CLUSTER", "SETSLOT", slot_text, "MIGRATING", node_id(to_port)}}}) {
     const resp_value answer = call(port, command);
-    if (answer.is_error()) fail(join(command) + " on " + port_text(port) + ": " + answer.str);
+    if (answer.is_error()) fail(join_words(command) + " on " + port_text(port) + ": " + answer.str);
   }
 }
 
@@ -812,7 +721,7 @@ void redis_cluster::finish_slot_migration(std::uint16_t slot, std::uint16_t from
     const std::vector<std::string> command{"CLUSTER", "SETSLOT", slot_text, "NODE",
                                            node_id(to_port)};
     const resp_value answer = call(port, command);
-    if (answer.is_error()) fail(join(command) + " on " + port_text(port) + ": " + answer.str);
+    if (answer.is_error()) fail(join_words(command) + " on " + port_text(port) + ": " + answer.str);
   }
   wait_until("slot " + slot_text + " to move to " + port_text(to_port), deadline,
              [&]() -> std::string {

@@ -1,11 +1,8 @@
 #include "redis_sentinel_group.hpp"
 
-#include "unique_fd.hpp"
+#include "node_group.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,9 +11,8 @@
 #include <charconv>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <initializer_list>
-#include <random>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -46,25 +42,12 @@ constexpr int port_attempts = 5;
   throw std::runtime_error(std::string(error_prefix) + what);
 }
 
-std::string port_text(std::uint16_t port) {
-  return "127.0.0.1:" + std::to_string(port);
-}
-
 // The parts one after another, without the temporaries of a chain of operator+.
 std::string concat(std::initializer_list<std::string_view> parts) {
   std::string text;
   for (const std::string_view part : parts)
     text.append(part);
   return text;
-}
-
-std::string join(const std::vector<std::string>& parts) {
-  std::string joined;
-  for (const std::string& part : parts) {
-    if (!joined.empty()) joined += ' ';
-    joined += part;
-  }
-  return joined;
 }
 
 // RFC 3986 percent-encoding of everything but unreserved characters.
@@ -103,74 +86,16 @@ bool in_path(const std::string& name) {
   return false;
 }
 
-// Ports a node of this host may take without meeting an outgoing connection's local port: below
-// the ephemeral range, if the range leaves room for that. (redis_cluster does the same with room
-// for the cluster bus ports.)
-std::pair<unsigned, unsigned> port_band() {
-  unsigned ephemeral_low = 32768;
-  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-  unsigned low = 0;
-  unsigned high = 0;
-  if (range >> low >> high && low > 0) ephemeral_low = low;
-  constexpr unsigned band_low = 10000;
-  constexpr unsigned min_band = 1000;
-  if (ephemeral_low > band_low + min_band) return {band_low, ephemeral_low};
-  return {1024, 65536};
-}
-
-// Binds 127.0.0.1:port (no SO_REUSEADDR: a port in TIME_WAIT or merely bound by someone else is
-// refused too). The socket stays open so that the port stays ours while more are picked.
-unique_fd bind_probe(unsigned port) {
-  unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return fd;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    fd.reset();
-  }
-  return fd;
-}
-
-// `count` distinct ports, each free when tested. Random starting points keep concurrent test
-// processes apart; a collision anyway shows when a node starts (and it picks again).
 std::vector<std::uint16_t> pick_ports(std::size_t count, const std::vector<std::uint16_t>& avoid) {
-  const auto [low, high] = port_band();
-  std::random_device seed;
-  std::mt19937 random(seed());
-  std::uniform_int_distribution<unsigned> pick(low, high - 1);
-  std::vector<unique_fd> held;
-  std::vector<std::uint16_t> ports;
-  for (int tries = 0; ports.size() < count; ++tries) {
-    if (tries > 10000) fail("no free port found");
-    const auto port = static_cast<std::uint16_t>(pick(random));
-    if (std::find(avoid.begin(), avoid.end(), port) != avoid.end() ||
-        std::find(ports.begin(), ports.end(), port) != ports.end()) {
-      continue;
-    }
-    unique_fd probe = bind_probe(port);
-    if (!probe.valid()) continue;
-    held.push_back(std::move(probe));
-    ports.push_back(port);
-  }
-  return ports;
+  return group::pick_ports(error_prefix, count, std::set<unsigned>(avoid.begin(), avoid.end()));
 }
 
-// The value of `field` in INFO text, "" if absent.
-std::string info_field(std::string_view text, std::string_view field) {
-  for (std::size_t begin = 0; begin < text.size();) {
-    std::size_t end = text.find('\n', begin);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(begin, end - begin);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.size() > field.size() && line.starts_with(field) && line[field.size()] == ':') {
-      return std::string(line.substr(field.size() + 1));
-    }
-    begin = end + 1;
-  }
-  return {};
+std::string port_text(std::uint16_t port) {
+  return group::loopback_address(port);
 }
+
+using group::info_field;
+using group::join_words;
 
 // The state ("online", "wait_bgsave", ...) the master's INFO replication gives its replica on
 // `port` ("slave<n>:ip=...,port=<port>,state=<state>,..."), "" if it lists none there.
@@ -263,7 +188,7 @@ redis_sentinel_group::redis_sentinel_group(redis_sentinel_group_options options)
             std::vector<std::string>{"CONFIG", "REWRITE"}}) {
         const resp_value answer = call(data_ports_[i], command, query_timeout);
         if (answer.is_error()) {
-          fail(join(command) + " on " + port_text(data_ports_[i]) + ": " + answer.str);
+          fail(join_words(command) + " on " + port_text(data_ports_[i]) + ": " + answer.str);
         }
       }
     }
@@ -386,7 +311,7 @@ void redis_sentinel_group::apply_sentinel_debug(std::uint16_t sentinel_port) con
   const resp_value answer = call(sentinel_port, command, query_timeout);
   // A sentinel before 7.0 has no SENTINEL DEBUG: it keeps its own periods.
   if (answer.is_error() && answer.str.find("subcommand") == std::string::npos) {
-    fail(join(command) + " on " + port_text(sentinel_port) + ": " + answer.str);
+    fail(join_words(command) + " on " + port_text(sentinel_port) + ": " + answer.str);
   }
 }
 
@@ -780,20 +705,7 @@ std::string redis_sentinel_group::problem(std::uint16_t not_master, bool full,
 
 void redis_sentinel_group::wait_until(const std::string& what, clock_type::time_point deadline,
                                       const std::function<std::string()>& problem_or_empty) const {
-  const auto began = clock_type::now();
-  for (;;) {
-    const std::string wrong = problem_or_empty();
-    if (wrong.empty()) return;
-    if (clock_type::now() >= deadline) {
-      const auto waited =
-          std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - began);
-      std::string message = "waited " + std::to_string(waited.count()) + " ms for ";
-      message.append(what).append("; still: ").append(wrong);
-      fail(message);
-    }
-    std::this_thread::sleep_for(
-        std::min<clock_type::duration>(poll_interval, deadline - clock_type::now()));
-  }
+  group::wait_until(error_prefix, what, deadline, poll_interval, problem_or_empty);
 }
 
 void redis_sentinel_group::wait_ok(std::chrono::milliseconds timeout) const {
@@ -815,7 +727,7 @@ std::uint16_t redis_sentinel_group::failover(std::chrono::milliseconds timeout) 
   wait_until("the group to settle before a failover", deadline,
              [&] { return problem(0, false, &old_master); });
   const std::vector<std::string> command{"SENTINEL", "FAILOVER", options_.master_name};
-  wait_until(join(command) + " to be accepted", deadline, [&]() -> std::string {
+  wait_until(join_words(command) + " to be accepted", deadline, [&]() -> std::string {
     const auto sentinel = std::find_if(sentinel_ports_.begin(), sentinel_ports_.end(),
                                        [this](std::uint16_t port) { return live(port); });
     if (sentinel == sentinel_ports_.end()) return "no sentinel is running";
@@ -826,7 +738,7 @@ std::uint16_t redis_sentinel_group::failover(std::chrono::milliseconds timeout) 
     if (answer.str.starts_with("INPROG") || answer.str.starts_with("NOGOODSLAVE")) {
       return "sentinel " + port_text(*sentinel) + " answers " + answer.str;
     }
-    fail(join(command) + " on " + port_text(*sentinel) + ": " + answer.str);
+    fail(join_words(command) + " on " + port_text(*sentinel) + ": " + answer.str);
   });
   std::uint16_t master = 0;
   wait_until("the failover from " + port_text(old_master), deadline,
