@@ -1,0 +1,677 @@
+// dlock_bench_processes: locks the way services use them, in separate processes each with its own
+// client, beside the seeds' naive lock written on a plain synchronous C client (hiredis), both
+// measured on the same server in the same run.
+//
+// Sides:
+//   dlock   each process one dlock::client; threads share it; dlock::mutex with a watchdog lease
+//   naive   each thread its own hiredis connection: SET key token NX PX 30000, on failure sleep
+//           --naive-retry-ms and retry; release by a compare-and-delete script (waits for its
+//           reply)
+// Scenarios (the benchmark re-executes itself for every process it needs):
+//   a        1 process x 1 thread, lock + unlock cycles on one key, no hold, no think
+//   b        1 process x --threads threads, each on its own key, no hold, no think
+//   PxT      P processes x T threads on ONE key, holding --hold-ms and thinking --think-ms
+//   (sleeps):
+//            acquisitions/s, per-process min and max acquisitions, p50/p99/max wait (calling lock
+//            to holding), client commands per acquisition
+//   h        handoff between two processes: A holds, B waits in lock(); A unlocks at t0 and B's
+//            lock() returns at t1 (both read CLOCK_MONOTONIC, common to the machine's processes);
+//            p50/p99 of t1 - t0
+// RTT is the median of --pings synchronous hiredis PINGs. "lock p50" of (a) is the uncontended
+// lock() latency. Client commands come from INFO commandstats after CONFIG RESETSTAT, minus the
+// commands the lock scripts run inside Redis. The targets of issue 15 are printed beside the
+// figures, not enforced; the exit status is non-zero only on errors.
+//
+//   dlock_bench_processes [--redis URL] [--seconds 3] [--repeat 3] [--layouts 8x1,4x2,2x4,1x8]
+//                         [--threads 8] [--hold-ms 1] [--think-ms 1] [--handoffs 200]
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "bench_support.hpp"
+#include "dlock/client.hpp"
+#include "redis_process.hpp"
+
+extern char** environ;
+
+namespace {
+
+using dlock::bench::cpu_model;
+using dlock::bench::info_field;
+using dlock::bench::print_idle;
+using steady = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::string_view naive_release_lua =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end "
+    "return 0";
+// Commands the lock scripts of either side run inside Redis: not sent by a client.
+constexpr std::string_view script_inner_commands[] = {
+    "exists", "hexists", "hset", "hget",    "hincrby", "hdel",    "pexpire",
+    "pttl",   "time",    "get",  "publish", "del",     "spublish"};
+// SET is sent by the naive client, and run inside dlock's scripts (the fencing counter).
+constexpr std::string_view harness_commands[] = {"info", "config", "flushall"};
+
+struct bench_options {
+  std::string redis_url;  // empty: start a private redis-server
+  double seconds = 3.0;
+  int repeat = 3;
+  int threads = 8;
+  int hold_ms = 1;
+  int think_ms = 1;
+  int naive_retry_ms = 10;
+  int handoffs = 200;
+  int pings = 2000;
+  std::string layouts = "8x1,4x2,2x4,1x8";
+};
+
+// --- small statistics ------------------------------------------------------------------------
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(rank, v.size() - 1)];
+}
+
+double median(std::vector<double> v) {
+  return percentile(std::move(v), 50);
+}
+
+std::int64_t monotonic_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch())
+      .count();
+}
+
+// --- hiredis -----------------------------------------------------------------------------------
+
+struct redis_endpoint {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+};
+
+redis_endpoint endpoint_of(const std::string& url) {
+  const dlock::client_options o = dlock::client_options::from_url(url);
+  return {o.host, o.port};
+}
+
+struct hiredis_deleter {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+using hiredis_context = std::unique_ptr<redisContext, hiredis_deleter>;
+struct reply_deleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using hiredis_reply = std::unique_ptr<redisReply, reply_deleter>;
+
+hiredis_context connect_hiredis(const redis_endpoint& at) {
+  hiredis_context c(redisConnect(at.host.c_str(), at.port));
+  if (!c || c->err) {
+    throw std::runtime_error("hiredis: cannot connect to " + at.host + ":" +
+                             std::to_string(at.port) + (c ? std::string(": ") + c->errstr : ""));
+  }
+  return c;
+}
+
+hiredis_reply run(redisContext* c, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lengths;
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  auto* r = static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lengths.data()));
+  if (r == nullptr) throw std::runtime_error(std::string("hiredis: ") + c->errstr);
+  if (r->type == REDIS_REPLY_ERROR) {
+    std::string text(r->str, r->len);
+    freeReplyObject(r);
+    throw std::runtime_error("redis: " + text);
+  }
+  return hiredis_reply(r);
+}
+
+double median_ping_us(const redis_endpoint& at, int pings) {
+  hiredis_context c = connect_hiredis(at);
+  std::vector<double> us;
+  for (int i = 0; i < pings; ++i) {
+    const auto t0 = steady::now();
+    run(c.get(), {"PING"});
+    us.push_back(std::chrono::duration<double, std::micro>(steady::now() - t0).count());
+  }
+  return median(us);
+}
+
+// The seeds' lock on one hiredis connection.
+class naive_lock {
+ public:
+  naive_lock(const redis_endpoint& at, std::string key, std::chrono::milliseconds retry)
+      : c_(connect_hiredis(at)), key_(std::move(key)), retry_(retry) {
+    static std::atomic<std::uint64_t> next{1};
+    token_ = std::to_string(::getpid()) + ":" + std::to_string(next++);
+    sha_ = run(c_.get(), {"SCRIPT", "LOAD", std::string(naive_release_lua)})->str;
+  }
+  void lock() {
+    for (;;) {
+      const hiredis_reply r = run(c_.get(), {"SET", key_, token_, "NX", "PX", "30000"});
+      if (r->type == REDIS_REPLY_STATUS) return;
+      std::this_thread::sleep_for(retry_);
+    }
+  }
+  void unlock() { run(c_.get(), {"EVALSHA", sha_, "1", key_, token_}); }
+
+ private:
+  hiredis_context c_;
+  std::string key_;
+  std::string token_;
+  std::string sha_;
+  std::chrono::milliseconds retry_;
+};
+
+// --- children ----------------------------------------------------------------------------------
+
+// A lock either side's child uses: lock() blocks until held.
+class any_lock {
+ public:
+  virtual ~any_lock() = default;
+  virtual void lock() = 0;
+  virtual void unlock() = 0;
+};
+
+class dlock_side final : public any_lock {
+ public:
+  explicit dlock_side(dlock::mutex m) : m_(std::move(m)) {}
+  void lock() override { m_.lock(); }
+  void unlock() override { m_.unlock(); }
+
+ private:
+  dlock::mutex m_;
+};
+
+class naive_side final : public any_lock {
+ public:
+  explicit naive_side(naive_lock l) : l_(std::move(l)) {}
+  void lock() override { l_.lock(); }
+  void unlock() override { l_.unlock(); }
+
+ private:
+  naive_lock l_;
+};
+
+struct child_args {
+  std::string side;  // "dlock" or "naive"
+  std::string url;
+  std::string key;
+  int threads = 1;
+  bool own_keys = false;
+  double seconds = 1;
+  int hold_us = 0;
+  int think_us = 0;
+  int naive_retry_ms = 10;
+  std::int64_t start_ns = 0;  // when every process starts its clock (CLOCK_MONOTONIC)
+};
+
+// The measuring child: prints one line per thread, "acquisitions <n> waits_us <w1> <w2> ...".
+int run_load_child(const child_args& a) {
+  std::unique_ptr<dlock::client> client;
+  if (a.side == "dlock") client = std::make_unique<dlock::client>(a.url);
+  const redis_endpoint at = endpoint_of(a.url);
+  std::vector<std::unique_ptr<any_lock>> locks;
+  for (int t = 0; t < a.threads; ++t) {
+    const std::string key = a.own_keys ? a.key + ":" + std::to_string(t) : a.key;
+    if (client) {
+      locks.push_back(std::make_unique<dlock_side>(client->get_lock(key)));
+    } else {
+      locks.push_back(std::make_unique<naive_side>(
+          naive_lock(at, key, std::chrono::milliseconds(a.naive_retry_ms))));
+    }
+  }
+  if (client) {  // connect, load the scripts and subscribe before the clock starts
+    locks.front()->lock();
+    locks.front()->unlock();
+  }
+  const steady::time_point start{std::chrono::nanoseconds(a.start_ns)};
+  const steady::time_point end = start + std::chrono::duration_cast<steady::duration>(
+                                             std::chrono::duration<double>(a.seconds));
+  std::vector<std::vector<double>> waits(static_cast<std::size_t>(a.threads));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < a.threads; ++t) {
+    workers.emplace_back([&, t] {
+      auto& mine = waits[static_cast<std::size_t>(t)];
+      any_lock& l = *locks[static_cast<std::size_t>(t)];
+      std::this_thread::sleep_until(start);
+      while (steady::now() < end) {
+        const auto t0 = steady::now();
+        l.lock();
+        mine.push_back(std::chrono::duration<double, std::micro>(steady::now() - t0).count());
+        if (a.hold_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(a.hold_us));
+        l.unlock();
+        if (a.think_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(a.think_us));
+      }
+    });
+  }
+  for (auto& w : workers)
+    w.join();
+  for (const auto& mine : waits) {
+    std::string line = "acquisitions " + std::to_string(mine.size()) + " waits_us";
+    for (const double w : mine)
+      line += " " + std::to_string(static_cast<long long>(w));
+    std::puts(line.c_str());
+  }
+  locks.clear();
+  client.reset();
+  return 0;
+}
+
+// The handoff child: reads "lock", "unlock" or "quit" lines; answers "locked <ns>" after lock()
+// returns and "unlocked <ns>" with the time just before unlock().
+int run_handoff_child(const child_args& a) {
+  std::unique_ptr<dlock::client> client;
+  std::unique_ptr<any_lock> l;
+  if (a.side == "dlock") {
+    client = std::make_unique<dlock::client>(a.url);
+    l = std::make_unique<dlock_side>(client->get_lock(a.key));
+  } else {
+    l = std::make_unique<naive_side>(
+        naive_lock(endpoint_of(a.url), a.key, std::chrono::milliseconds(a.naive_retry_ms)));
+  }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::puts("ready");
+  char line[64];
+  while (std::fgets(line, sizeof line, stdin) != nullptr) {
+    const std::string_view command(line, std::strcspn(line, "\n"));
+    if (command == "lock") {
+      l->lock();
+      std::printf("locked %lld\n", static_cast<long long>(monotonic_ns()));
+    } else if (command == "unlock") {
+      const std::int64_t t0 = monotonic_ns();
+      l->unlock();
+      std::printf("unlocked %lld\n", static_cast<long long>(t0));
+    } else {
+      break;
+    }
+  }
+  l.reset();
+  client.reset();
+  return 0;
+}
+
+// --- the parent's view of a child --------------------------------------------------------------
+
+class child_process {
+ public:
+  child_process(const std::vector<std::string>& args, bool interactive) {
+    int out[2];
+    int in[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0)
+      throw std::runtime_error("pipe2 failed");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    if (interactive) posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    std::vector<char*> argv;
+    std::vector<std::string> owned = args;
+    for (auto& s : owned)
+      argv.push_back(s.data());
+    argv.push_back(nullptr);
+    const int rc = ::posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    ::close(in[0]);
+    if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
+    out_ = ::fdopen(out[0], "r");
+    in_ = ::fdopen(in[1], "w");
+    if (!interactive) {
+      std::fclose(in_);
+      in_ = nullptr;
+    }
+  }
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+  ~child_process() {
+    if (in_ != nullptr) std::fclose(in_);
+    if (out_ != nullptr) std::fclose(out_);
+    if (pid_ > 0) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == 0) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+      }
+    }
+  }
+
+  void send(const std::string& line) {
+    std::fputs((line + "\n").c_str(), in_);
+    std::fflush(in_);
+  }
+  // The next line, without its newline; throws at end of output.
+  std::string read_line() {
+    std::string line;
+    for (int ch = std::fgetc(out_); ch != EOF && ch != '\n'; ch = std::fgetc(out_))
+      line += static_cast<char>(ch);
+    if (line.empty() && std::feof(out_)) throw std::runtime_error("a child process ended early");
+    return line;
+  }
+  std::vector<std::string> read_all() {
+    std::vector<std::string> lines;
+    try {
+      for (;;)
+        lines.push_back(read_line());
+    } catch (const std::runtime_error&) {
+    }
+    return lines;
+  }
+  int wait() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::FILE* out_ = nullptr;
+  std::FILE* in_ = nullptr;
+};
+
+// --- the parent's scenarios ----------------------------------------------------------------------
+
+struct load_result {
+  double per_second = 0;
+  std::vector<std::uint64_t> per_process;
+  std::vector<double> waits_us;
+  double client_commands_per_acquisition = 0;
+};
+
+std::map<std::string, std::uint64_t> command_calls(dlock::client& admin) {
+  const std::string text = admin.command({"INFO", "commandstats"}).str;
+  std::map<std::string, std::uint64_t> calls;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("cmdstat_", 0) != 0) continue;
+    const std::size_t colon = line.find(':');
+    const std::size_t at = line.find("calls=", colon);
+    if (colon == std::string::npos || at == std::string::npos) continue;
+    calls[line.substr(8, colon - 8)] = std::strtoull(line.c_str() + at + 6, nullptr, 10);
+  }
+  return calls;
+}
+
+std::uint64_t client_commands(const std::map<std::string, std::uint64_t>& calls,
+                              const std::string& side) {
+  std::uint64_t total = 0;
+  for (const auto& [name, n] : calls) {
+    const auto is = [&](std::string_view x) { return name == x; };
+    if (std::any_of(std::begin(harness_commands), std::end(harness_commands), is)) continue;
+    if (std::any_of(std::begin(script_inner_commands), std::end(script_inner_commands), is))
+      continue;
+    if (name == "set" && side == "dlock") continue;
+    total += n;
+  }
+  return total;
+}
+
+load_result run_load(const bench_options& o, const std::string& url, dlock::client& admin,
+                     const std::string& side, int processes, int threads, bool own_keys,
+                     int hold_ms, int think_ms, const std::string& key) {
+  admin.command({"DEL", key});
+  admin.command({"CONFIG", "RESETSTAT"});
+  const std::int64_t start_ns =
+      monotonic_ns() +
+      std::chrono::nanoseconds(std::chrono::milliseconds(500 + 50 * processes)).count();
+  std::vector<std::unique_ptr<child_process>> children;
+  for (int p = 0; p < processes; ++p) {
+    children.push_back(
+        std::make_unique<child_process>(std::vector<std::string>{"dlock_bench_processes",
+                                                                 "--child",
+                                                                 "load",
+                                                                 "--side",
+                                                                 side,
+                                                                 "--url",
+                                                                 url,
+                                                                 "--key",
+                                                                 key,
+                                                                 "--child-threads",
+                                                                 std::to_string(threads),
+                                                                 "--own-keys",
+                                                                 own_keys ? "1" : "0",
+                                                                 "--seconds",
+                                                                 std::to_string(o.seconds),
+                                                                 "--hold-us",
+                                                                 std::to_string(hold_ms * 1000),
+                                                                 "--think-us",
+                                                                 std::to_string(think_ms * 1000),
+                                                                 "--naive-retry-ms",
+                                                                 std::to_string(o.naive_retry_ms),
+                                                                 "--start-ns",
+                                                                 std::to_string(start_ns)},
+                                        false));
+  }
+  load_result r;
+  std::uint64_t total = 0;
+  for (auto& c : children) {
+    std::uint64_t mine = 0;
+    for (const std::string& line : c->read_all()) {
+      std::istringstream in(line);
+      std::string word;
+      std::uint64_t n = 0;
+      in >> word >> n >> word;
+      mine += n;
+      for (double w; in >> w;)
+        r.waits_us.push_back(w);
+    }
+    if (c->wait() != 0) throw std::runtime_error("a " + side + " child process failed");
+    r.per_process.push_back(mine);
+    total += mine;
+  }
+  r.per_second = static_cast<double>(total) / o.seconds;
+  const std::uint64_t commands = client_commands(command_calls(admin), side);
+  r.client_commands_per_acquisition =
+      total > 0 ? static_cast<double>(commands) / static_cast<double>(total) : 0;
+  return r;
+}
+
+std::vector<double> run_handoff(const bench_options& o, const std::string& url,
+                                dlock::client& admin, const std::string& side) {
+  const std::string key = "bench:handoff:" + side;
+  admin.command({"DEL", key});
+  const std::vector<std::string> args{"dlock_bench_processes",
+                                      "--child",
+                                      "handoff",
+                                      "--side",
+                                      side,
+                                      "--url",
+                                      url,
+                                      "--key",
+                                      key,
+                                      "--naive-retry-ms",
+                                      std::to_string(o.naive_retry_ms)};
+  child_process a(args, true);
+  child_process b(args, true);
+  if (a.read_line() != "ready" || b.read_line() != "ready")
+    throw std::runtime_error("a handoff child did not start");
+  child_process* holder = &a;
+  child_process* waiter = &b;
+  holder->send("lock");
+  holder->read_line();
+  std::vector<double> us;
+  for (int i = 0; i < o.handoffs; ++i) {
+    waiter->send("lock");
+    // Let the waiter find the lock taken and start waiting (a benchmark, not a test: no event to
+    // wait for from outside the process).
+    std::this_thread::sleep_for(5ms);
+    holder->send("unlock");
+    const std::string released = holder->read_line();
+    const std::string acquired = waiter->read_line();
+    const long long t0 = std::atoll(released.c_str() + std::strlen("unlocked "));
+    const long long t1 = std::atoll(acquired.c_str() + std::strlen("locked "));
+    us.push_back(static_cast<double>(t1 - t0) / 1000.0);
+    std::swap(holder, waiter);
+  }
+  holder->send("unlock");
+  holder->read_line();
+  a.send("quit");
+  b.send("quit");
+  a.wait();
+  b.wait();
+  return us;
+}
+
+template <typename T>
+T median_of(std::vector<T> runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const T& x, const T& y) { return x.per_second < y.per_second; });
+  return runs[runs.size() / 2];
+}
+
+void print_load(const char* scenario, const std::string& side, const load_result& r,
+                double naive_per_second) {
+  const auto [lo, hi] = std::minmax_element(r.per_process.begin(), r.per_process.end());
+  const std::string ratio = naive_per_second > 0
+                                ? std::to_string(r.per_second / naive_per_second).substr(0, 4) + "x"
+                                : "-";
+  std::printf("  %-6s %-6s %10.0f  %7s  %8llu %8llu %6.2f  %8.2f %8.2f %8.2f  %6.2f\n", scenario,
+              side.c_str(), r.per_second, ratio.c_str(), static_cast<unsigned long long>(*lo),
+              static_cast<unsigned long long>(*hi),
+              *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0,
+              percentile(r.waits_us, 50) / 1000, percentile(r.waits_us, 99) / 1000,
+              percentile(r.waits_us, 100) / 1000, r.client_commands_per_acquisition);
+}
+
+int run_parent(const bench_options& o) {
+  std::unique_ptr<dlock::tools::redis_process> server;
+  std::string url = o.redis_url;
+  if (url.empty()) {
+    server = std::make_unique<dlock::tools::redis_process>();
+    url = server->url();
+  }
+  dlock::client admin(url);
+  const std::string info = admin.command({"INFO", "server"}).str;
+  std::printf("dlock_bench_processes: redis %s at %s; CPU %s, %u cores\n",
+              info_field(info, "redis_version").c_str(), url.c_str(), cpu_model().c_str(),
+              std::thread::hardware_concurrency());
+  print_idle("machine idle before the runs: ", "");
+  const double rtt_us = median_ping_us(endpoint_of(url), o.pings);
+  std::printf("RTT (median synchronous hiredis PING): %.1f us\n\n", rtt_us);
+  std::printf(
+      "  scen   side      acq/s   vs naive  min/proc max/proc max/min   p50 ms   p99 ms   max ms  "
+      "cmds/acq\n");
+
+  struct scenario {
+    std::string name;
+    int processes;
+    int threads;
+    bool own_keys;
+    int hold_ms;
+    int think_ms;
+  };
+  std::vector<scenario> scenarios{{"a", 1, 1, false, 0, 0}, {"b", 1, o.threads, true, 0, 0}};
+  std::istringstream layouts(o.layouts);
+  for (std::string layout; std::getline(layouts, layout, ',');) {
+    const std::size_t x = layout.find('x');
+    if (x == std::string::npos) throw std::runtime_error("--layouts wants PxT items: " + layout);
+    scenarios.push_back({layout, std::stoi(layout.substr(0, x)), std::stoi(layout.substr(x + 1)),
+                         false, o.hold_ms, o.think_ms});
+  }
+  double dlock_a_lock_p50_us = 0;
+  for (const scenario& s : scenarios) {
+    std::map<std::string, std::vector<load_result>> runs;
+    for (int round = 0; round < o.repeat; ++round) {
+      for (int i = 0; i < 2; ++i) {
+        const std::string side = ((round + i) % 2 == 0) ? "dlock" : "naive";
+        runs[side].push_back(run_load(o, url, admin, side, s.processes, s.threads, s.own_keys,
+                                      s.hold_ms, s.think_ms, "bench:processes:" + s.name));
+      }
+    }
+    const load_result naive = median_of(runs["naive"]);
+    const load_result mine = median_of(runs["dlock"]);
+    print_load(s.name.c_str(), "naive", naive, 0);
+    print_load(s.name.c_str(), "dlock", mine, naive.per_second);
+    if (s.name == "a") dlock_a_lock_p50_us = percentile(mine.waits_us, 50);
+  }
+  std::printf("\nuncontended lock() p50 (dlock, scenario a): %.1f us = %.2f RTT (target <= 1.3)\n",
+              dlock_a_lock_p50_us, dlock_a_lock_p50_us / rtt_us);
+  for (const std::string side : {"naive", "dlock"}) {
+    std::vector<double> all;
+    for (int round = 0; round < o.repeat; ++round) {
+      const std::vector<double> us = run_handoff(o, url, admin, side);
+      all.insert(all.end(), us.begin(), us.end());
+    }
+    std::printf("handoff between two processes (%s): p50 %.1f us = %.2f RTT, p99 %.1f us%s\n",
+                side.c_str(), percentile(all, 50), percentile(all, 50) / rtt_us,
+                percentile(all, 99), side == "dlock" ? " (target p50 <= 3 RTT)" : "");
+  }
+  print_idle("\nmachine idle after the runs: ", "");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dlock::mutex in separate processes beside the naive lock on hiredis"};
+  bench_options o;
+  child_args child;
+  std::string child_role;
+  app.add_option("--redis", o.redis_url, "Redis URL (default: a private redis-server)");
+  app.add_option("--seconds", o.seconds, "Length of one measured run")
+      ->check(CLI::Range(0.1, 600.0));
+  dlock::bench::add_whole_option(app, "--repeat", o.repeat, "Runs per scenario and side", "N", 1,
+                                 100);
+  dlock::bench::add_whole_option(app, "--threads", o.threads, "Threads of (b)", "N", 1, 256);
+  dlock::bench::add_whole_option(app, "--hold-ms", o.hold_ms, "PxT: time held", "MS", 0, 1000);
+  dlock::bench::add_whole_option(app, "--think-ms", o.think_ms, "PxT: time between unlock and lock",
+                                 "MS", 0, 1000);
+  dlock::bench::add_whole_option(app, "--naive-retry-ms", o.naive_retry_ms,
+                                 "The naive lock's sleep between attempts", "MS", 1, 1000);
+  dlock::bench::add_whole_option(app, "--handoffs", o.handoffs, "Handoffs per run of (h)", "N", 1,
+                                 100000);
+  dlock::bench::add_whole_option(app, "--pings", o.pings, "PINGs for the RTT", "N", 1, 1000000);
+  app.add_option("--layouts", o.layouts, "Comma-separated PxT layouts on one key");
+  // Internal: how the benchmark runs its own child processes.
+  app.add_option("--child", child_role)->group("");
+  app.add_option("--side", child.side)->group("");
+  app.add_option("--url", child.url)->group("");
+  app.add_option("--key", child.key)->group("");
+  app.add_option("--child-threads", child.threads)->group("");
+  app.add_option("--own-keys", child.own_keys)->group("");
+  app.add_option("--hold-us", child.hold_us)->group("");
+  app.add_option("--think-us", child.think_us)->group("");
+  app.add_option("--start-ns", child.start_ns)->group("");
+  CLI11_PARSE(app, argc, argv);
+  child.seconds = o.seconds;
+  child.naive_retry_ms = o.naive_retry_ms;
+  try {
+    if (child_role == "load") return run_load_child(child);
+    if (child_role == "handoff") return run_handoff_child(child);
+    return run_parent(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlock_bench_processes: %s\n", e.what());
+    return 1;
+  }
+}
