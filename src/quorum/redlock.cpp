@@ -59,7 +59,9 @@ const script& fence_script() {
 }
 
 // The margin Redlock keeps for clock drift between this process and the masters.
-milliseconds drift_of(milliseconds lease) { return lease / 100 + milliseconds(2); }
+milliseconds drift_of(milliseconds lease) {
+  return lease / 100 + milliseconds(2);
+}
 
 std::mt19937_64& random_engine() {
   thread_local std::mt19937_64 engine{std::random_device{}()};
@@ -402,20 +404,19 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   const std::size_t quorum = quorum_;
   const std::size_t size = size_;
   // Stop waiting once a majority granted, or once it no longer can.
-  const auto answers =
-      calls->wait(std::min(start + options_.request_timeout, validity_end),
-                  [quorum, size](const quorum::fan_out::answers& a) {
-                    std::size_t yes = 0, no = 0;
-                    for (const auto& r : a) {
-                      if (!r) continue;
-                      if (is_yes_array(r)) {
-                        ++yes;
-                      } else {
-                        ++no;
-                      }
-                    }
-                    return yes >= quorum || no > size - quorum || yes + no == size;
-                  });
+  const auto answers = calls->wait(std::min(start + options_.request_timeout, validity_end),
+                                   [quorum, size](const quorum::fan_out::answers& a) {
+                                     std::size_t yes = 0, no = 0;
+                                     for (const auto& r : a) {
+                                       if (!r) continue;
+                                       if (is_yes_array(r)) {
+                                         ++yes;
+                                       } else {
+                                         ++no;
+                                       }
+                                     }
+                                     return yes >= quorum || no > size - quorum || yes + no == size;
+                                   });
   const auto now = clock::now();
 
   attempt_result result;
@@ -427,8 +428,8 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
     if (is_yes_array(r) && r->elements.size() >= 2) {
       granted.push_back(i);
       const reply& t = r->elements[1];
-      token = std::max<std::uint64_t>(token, t.is_integer() ? static_cast<std::uint64_t>(t.integer)
-                                                            : std::stoull(t.str));
+      token = std::max<std::uint64_t>(
+          token, t.is_integer() ? static_cast<std::uint64_t>(t.integer) : std::stoull(t.str));
     } else if (r && r->is_array() && r->elements.size() >= 3 && r->elements[0].integer == 0) {
       ++result.refused;
       const std::int64_t pttl = r->elements[1].integer;
@@ -453,10 +454,9 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   }
   // Not held: undo it everywhere, also where no answer came (the SET may still land there).
   auto released = release_on_all(name, value);
-  released->wait(clock::now() + options_.request_timeout,
-                 [](const quorum::fan_out::answers& a) {
-                   return std::all_of(a.begin(), a.end(), [](const auto& r) { return r.has_value(); });
-                 });
+  released->wait(clock::now() + options_.request_timeout, [](const quorum::fan_out::answers& a) {
+    return std::all_of(a.begin(), a.end(), [](const auto& r) { return r.has_value(); });
+  });
   if (!holder_ttls.empty()) {
     // The holder keeps a majority until enough of its masters' leases ended for ours to win.
     std::sort(holder_ttls.begin(), holder_ttls.end());
@@ -600,9 +600,8 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
       waker = std::make_shared<redlock_waker>();
       subs = subscribe_all(name, waker);
       std::unique_lock lock(waker->mutex);
-      waker->changed.wait_until(
-          lock, std::min(deadline, clock::now() + options_.request_timeout),
-          [&] { return waker->subscribed >= size_ || waker->stopped; });
+      waker->changed.wait_until(lock, std::min(deadline, clock::now() + options_.request_timeout),
+                                [&] { return waker->subscribed >= size_ || waker->stopped; });
       if (waker->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
       continue;
     }
@@ -802,27 +801,40 @@ redlock::redlock(const std::vector<std::string>& urls, redlock_options options)
   impl_->start_watchdog();
 }
 
-redlock::~redlock() { impl_->stop(); }
+redlock::~redlock() {
+  impl_->stop();
+}
 
 redlock_mutex redlock::get_lock(std::string name) {
   locks::validate_lock_name(name);
   return redlock_mutex(std::make_shared<redlock_mutex::state>(impl_, std::move(name)));
 }
 
-std::size_t redlock::size() const noexcept { return impl_->size_; }
-std::size_t redlock::quorum() const noexcept { return impl_->quorum_; }
-const redlock_options& redlock::options() const noexcept { return impl_->options_; }
+std::size_t redlock::size() const noexcept {
+  return impl_->size_;
+}
+std::size_t redlock::quorum() const noexcept {
+  return impl_->quorum_;
+}
+const redlock_options& redlock::options() const noexcept {
+  return impl_->options_;
+}
 
-void redlock_mutex::lock() { (void)acquire_for(to_steady(std::chrono::hours::max()), nullptr); }
+void redlock_mutex::lock() {
+  (void)acquire_for(to_steady(std::chrono::hours::max()), nullptr);
+}
 
 void redlock_mutex::lock(lease_time lease) {
   const auto explicit_lease = lease.value();
   (void)acquire_for(to_steady(std::chrono::hours::max()), &explicit_lease);
 }
 
-bool redlock_mutex::try_lock() { return acquire_for(steady_clock::duration::zero(), nullptr); }
+bool redlock_mutex::try_lock() {
+  return acquire_for(steady_clock::duration::zero(), nullptr);
+}
 
-bool redlock_mutex::acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease) {
+bool redlock_mutex::acquire_for(steady_clock::duration wait,
+                                const std::chrono::milliseconds* lease) {
   return state_->impl->acquire(state_->name, wait, lease);
 }
 
@@ -850,8 +862,12 @@ std::chrono::milliseconds redlock_mutex::validity() const noexcept {
                   std::chrono::duration_cast<milliseconds>(hold.valid_until - clock::now()));
 }
 
-std::string redlock_mutex::owner_id() const { return state_->impl->owner_of_current_thread(); }
+std::string redlock_mutex::owner_id() const {
+  return state_->impl->owner_of_current_thread();
+}
 
-const std::string& redlock_mutex::name() const noexcept { return state_->name; }
+const std::string& redlock_mutex::name() const noexcept {
+  return state_->name;
+}
 
 }  // namespace dlock
