@@ -420,3 +420,47 @@ TEST_F(RedlockTest, FencingTokensIncreaseAcrossProcessesWhileMinorityRestarts) {
 }
 
 }  // namespace
+
+// node-redlock keeps the same data (a string at the name, set with NX PX on each master), so its
+// Redlock and dlock's exclude each other on the same masters.
+TEST_F(RedlockTest, NodeRedlockAndDlockExcludeEachOther) {
+  const std::string baselines = DLOCK_BASELINES_DIR;
+  if (!std::filesystem::exists(baselines + "/node_modules/redlock")) {
+    GTEST_SKIP() << "node-redlock is not installed: run `npm ci --prefix bench/baselines`";
+  }
+  const std::string node = "/usr/bin/node";
+  if (!std::filesystem::exists(node)) GTEST_SKIP() << "no " << node;
+  std::vector<std::string> three{masters_[0]->url(), masters_[1]->url(), masters_[2]->url()};
+  const std::string ports = std::to_string(masters_[0]->port()) + "," +
+                            std::to_string(masters_[1]->port()) + "," +
+                            std::to_string(masters_[2]->port());
+  const std::string name = unique_key("interop");
+  const auto node_argv = [&](const std::string& scenario) {
+    return std::vector<std::string>{node,         baselines + "/redlock_lock.mjs",
+                                    "--ports",    ports,
+                                    "--key",      name,
+                                    "--scenario", scenario,
+                                    "--hold-ms",  "1000"};
+  };
+  dlock::redlock rl{three};
+  dlock::redlock_mutex m = rl.get_lock(name);
+
+  // dlock holds: node-redlock is refused.
+  m.lock();
+  {
+    dlock::test::child_process attempt(node_argv("try"));
+    EXPECT_EQ(attempt.read_line(20s), "refused");
+  }
+  m.unlock();
+  ASSERT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+
+  // node-redlock holds: dlock is refused, then gets it once node-redlock released (it publishes
+  // nothing: dlock re-checks a foreign holder at least every 100 ms).
+  dlock::test::child_process holder(node_argv("hold"));
+  ASSERT_EQ(holder.read_line(20s), "locked");
+  EXPECT_FALSE(m.try_lock());
+  EXPECT_TRUE(m.try_lock_for(10s));
+  EXPECT_EQ(holder.read_line(5s), "released");
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  m.unlock();
+}
