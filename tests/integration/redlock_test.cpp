@@ -464,3 +464,46 @@ TEST_F(RedlockTest, NodeRedlockAndDlockExcludeEachOther) {
   EXPECT_TRUE(m.is_held_by_current_thread());
   m.unlock();
 }
+
+#ifdef DLOCK_CLI
+// `dlock exec` with --redis repeated runs the command under a Redlock over those masters.
+TEST_F(RedlockTest, CliExecWithRepeatedRedisIsRedlock) {
+  const std::string name = unique_key("cli");
+  std::vector<std::string> argv{DLOCK_CLI};
+  for (const auto& u : urls()) {
+    argv.push_back("--redis");
+    argv.push_back(u);
+  }
+  const auto exec = [&](std::vector<std::string> tail) {
+    std::vector<std::string> a = argv;
+    a.insert(a.end(), tail.begin(), tail.end());
+    return dlock::tools::run_command(a, 30s);
+  };
+  // The command sees its token, and the lock is on every master while it runs.
+  const auto ran = exec({"exec", name, "--", "sh", "-c",
+                         "echo $DLOCK_TOKEN; redis-cli -p " + std::to_string(masters_[4]->port()) +
+                             " EXISTS " + name});
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_GT(ran.out.size(), 2U) << ran.out;
+  EXPECT_NE(ran.out.find("\n1"), std::string::npos) << ran.out;
+  EXPECT_EQ(holding(name), 0);
+
+  // Held by the library: -n gives up at once with the conflict status.
+  dlock::redlock rl{urls()};
+  dlock::redlock_mutex m = rl.get_lock(name);
+  m.lock();
+  const auto refused = exec({"exec", "-n", name, "--", "true"});
+  EXPECT_EQ(refused.exit_code, 75) << refused.err;
+  m.unlock();
+
+  // The same server twice is a usage error.
+  const auto duplicate =
+      dlock::tools::run_command({DLOCK_CLI, "--redis", masters_[0]->url(), "--redis",
+                                 masters_[0]->url(), "exec", name, "--", "true"});
+  EXPECT_EQ(duplicate.exit_code, 64) << duplicate.err;
+  // Only exec takes several.
+  const auto status = dlock::tools::run_command(
+      {DLOCK_CLI, "--redis", masters_[0]->url(), "--redis", masters_[1]->url(), "status", name});
+  EXPECT_EQ(status.exit_code, 64) << status.err;
+}
+#endif
