@@ -29,6 +29,7 @@ const { values: args } = parseArgs({
     "think-ms": { type: "string", default: "1" },
     handoffs: { type: "string", default: "50" },
     key: { type: "string", default: "bench:lock:redlock" },
+    "print-waits": { type: "boolean", default: false },
   },
 });
 
@@ -67,6 +68,8 @@ async function runCycles(redlock, keys, seconds, hold, think, recordWaits) {
   if (recordWaits) {
     console.log(`wait_p50_ms=${percentile(waits, 50).toFixed(6)}`);
     console.log(`wait_p99_ms=${percentile(waits, 99).toFixed(6)}`);
+    // Every wait, so that a caller running several processes can merge them.
+    if (args["print-waits"]) console.log(`waits_ms=${waits.map((w) => w.toFixed(3)).join(",")}`);
   }
 }
 
