@@ -28,6 +28,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 #   lease     the watchdog's sans-I/O lease scheduler; needs nothing but the clock.
 #   locks     the lock engine, the lock types and the public handles (see LOCKS_PARTS).
 #   client    the facade that wires every layer together behind dlock::client.
+#   quorum    Redlock: a lock over N independent clients; it uses only the public dlock::client
+#             API (and core identities, lock names and the embedded scripts), so it sits above.
 LAYERS = [
     ("public", "include/dlock/"),
     ("core", "src/core/"),
@@ -39,6 +41,7 @@ LAYERS = [
     ("lease", "src/lease/"),
     ("locks", "src/locks/"),
     ("client", "src/client/"),
+    ("quorum", "src/quorum/"),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
@@ -58,9 +61,9 @@ LOCKS_PARTS = {
 
 # dlock/client.hpp is the facade: the top of the public API. Among the public headers only the
 # umbrella dlock/dlock.hpp includes it (and is a facade itself); among src/ files only src/client
-# does, so that no layer below the facade reaches back up to it.
+# and src/quorum (Redlock, built on clients) do, so that no layer below reaches back up to it.
 FACADE_HEADERS = {"include/dlock/client.hpp", "include/dlock/dlock.hpp"}
-FACADE_USERS = ("src/client/", "include/dlock/dlock.hpp")
+FACADE_USERS = ("src/client/", "src/quorum/", "include/dlock/dlock.hpp")
 
 # Headers generated into the build tree (CMakeLists.txt, dlock_embed_lua). They are on the
 # library's PRIVATE include path only and are not installed: src/ may include them, public

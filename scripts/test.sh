@@ -5,7 +5,7 @@
 #
 #   bash scripts/test.sh              everything
 #   DLOCK_TEST_LABELS=unit bash ...   only tests with that CTest label (unit, integration, cluster,
-#                                     fault, slow)
+#                                     sentinel, redlock, fault, slow)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -50,12 +50,12 @@ ctest --test-dir build/asan "${ctest_args[@]}"
 # ThreadSanitizer over the library's unit and integration tests (the CLI's own processes are
 # single-threaded around fork/exec and run under ASan above). Tests labelled slow are left out to
 # keep CI's time; they run in the two builds above.
-step "thread sanitizer build (clang++, TSan): unit + integration + cluster + sentinel tests"
+step "thread sanitizer build (clang++, TSan): unit + integration + cluster + sentinel + redlock tests"
 CXX=clang++ cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=thread \
   -DDLOCK_BUILD_BENCH=OFF -DDLOCK_BUILD_CLI=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/tsan
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1" \
-  ctest --test-dir build/tsan --output-on-failure --timeout 300 -j "$jobs" -L "unit|integration|cluster|sentinel"
+  ctest --test-dir build/tsan --output-on-failure --timeout 300 -j "$jobs" -L "unit|integration|cluster|sentinel|redlock"
 
 step "fuzzing: the RESP parser under libFuzzer for 60 s (tests/fuzz)"
 CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_BUILD_FUZZERS=ON \

@@ -4,6 +4,11 @@
 // its default retryDelay (200 ms) and retryJitter (100 ms) but retryCount -1 (retry until
 // acquired; the default gives up after 10 retries) and a 30 s lease. Node has one thread: the
 // --threads "threads" are concurrent async workers sharing one ioredis connection.
+//
+// --ports P1,P2,P3 runs Redlock over those masters instead (bench/redlock_bench.cpp), one ioredis
+// connection each. Two more scenarios serve tests/integration/redlock_test.cpp: "hold" takes the
+// lock, prints "locked", holds it --hold-ms, releases and prints "released"; "try" makes one
+// attempt (retryCount 0) and prints "acquired" (then releases) or "refused".
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { createRequire } from "node:module";
@@ -15,6 +20,7 @@ const { values: args } = parseArgs({
     version: { type: "boolean", default: false },
     host: { type: "string", default: "127.0.0.1" },
     port: { type: "string", default: "6379" },
+    ports: { type: "string" },
     password: { type: "string" },
     scenario: { type: "string", default: "a" },
     seconds: { type: "string", default: "2" },
@@ -23,6 +29,7 @@ const { values: args } = parseArgs({
     "think-ms": { type: "string", default: "1" },
     handoffs: { type: "string", default: "50" },
     key: { type: "string", default: "bench:lock:redlock" },
+    "print-waits": { type: "boolean", default: false },
   },
 });
 
@@ -61,6 +68,8 @@ async function runCycles(redlock, keys, seconds, hold, think, recordWaits) {
   if (recordWaits) {
     console.log(`wait_p50_ms=${percentile(waits, 50).toFixed(6)}`);
     console.log(`wait_p99_ms=${percentile(waits, 99).toFixed(6)}`);
+    // Every wait, so that a caller running several processes can merge them.
+    if (args["print-waits"]) console.log(`waits_ms=${waits.map((w) => w.toFixed(3)).join(",")}`);
   }
 }
 
@@ -92,15 +101,16 @@ async function main() {
     console.log(`redlock ${rl.replace(/^v/, "")}, ioredis ${io}, node ${process.versions.node}`);
     return;
   }
-  const redis = new Redis({
-    host: args.host,
-    port: Number(args.port),
-    password: args.password,
-    lazyConnect: true,
-  });
-  await redis.connect();
-  await redis.ping();
-  const redlock = new Redlock([redis], { retryCount: -1 });
+  const ports = args.ports ? args.ports.split(",") : [args.port];
+  const clients = ports.map(
+    (port) =>
+      new Redis({ host: args.host, port: Number(port), password: args.password, lazyConnect: true }),
+  );
+  for (const c of clients) {
+    await c.connect();
+    await c.ping();
+  }
+  const redlock = new Redlock(clients, { retryCount: -1 });
   const threads = Number(args.threads);
   const seconds = Number(args.seconds);
   if (args.scenario === "a") {
@@ -113,10 +123,25 @@ async function main() {
     await runCycles(redlock, keys, seconds, Number(args["hold-ms"]), Number(args["think-ms"]), true);
   } else if (args.scenario === "h") {
     await runHandoff(redlock, args.key, Number(args.handoffs));
+  } else if (args.scenario === "hold") {
+    const lock = await redlock.acquire([args.key], 30000);
+    console.log("locked");
+    await sleep(Number(args["hold-ms"]));
+    await lock.release();
+    console.log("released");
+  } else if (args.scenario === "try") {
+    const once = new Redlock(clients, { retryCount: 0 });
+    try {
+      const lock = await once.acquire([args.key], 30000);
+      console.log("acquired");
+      await lock.release();
+    } catch (e) {
+      console.log("refused");
+    }
   } else {
     throw new Error(`unknown scenario ${args.scenario}`);
   }
-  redis.disconnect();
+  for (const c of clients) c.disconnect();
 }
 
 main().catch((e) => {

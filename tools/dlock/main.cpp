@@ -11,6 +11,7 @@
 #include "exit_codes.hpp"
 #include "failover_demo.hpp"
 #include "flash_sale_demo.hpp"
+#include "redlock_exec.hpp"
 #include "reward_demo.hpp"
 #include "smoke_demo.hpp"
 #include "status.hpp"
@@ -113,12 +114,15 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dlock ") + DLOCK_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // --redis also after the subcommand
-  std::string redis_option;
+  // Repeated (one URL each time): Redlock over those masters (exec only).
+  std::vector<std::string> redis_options;
   app.add_option(
-      "--redis", redis_option,
-      "Redis URL: redis://[user:password@]host:port[,host2:port2...][/db], rediss://..., "
-      "unix:///path "
-      "(default: $DLOCK_REDIS_URL, else redis://127.0.0.1:6379)");
+         "--redis", redis_options,
+         "Redis URL: redis://[user:password@]host:port[,host2:port2...][/db], rediss://..., "
+         "unix:///path "
+         "(default: $DLOCK_REDIS_URL, else redis://127.0.0.1:6379). Given several times with exec: "
+         "Redlock over those independent masters")
+      ->allow_extra_args(false);
 
   auto* ping_cmd = app.add_subcommand("ping", "Check that Redis answers, and how fast");
 
@@ -205,6 +209,11 @@ int run(int argc, char** argv) {
     return code == 0 ? exit_ok : exit_usage;
   }
 
+  const std::string redis_option = redis_options.empty() ? std::string() : redis_options.front();
+  if (redis_options.size() > 1 && !exec_cmd->parsed()) {
+    print_error("--redis may be given more than once only for exec (Redlock over those masters)");
+    return exit_usage;
+  }
   const std::string url = resolve_redis_url(redis_option);
   if (ping_cmd->parsed()) return ping(url);
   if (exec_cmd->parsed()) {
@@ -215,6 +224,7 @@ int run(int argc, char** argv) {
       print_error(problem);
       return exit_usage;
     }
+    if (redis_options.size() > 1) return run_redlock_exec(*checked, redis_options);
     return run_exec(*checked);
   }
   if (status_cmd->parsed()) return run_status(url, status_name, status_json);

@@ -1,0 +1,323 @@
+// bench/redlock_bench.cpp
+//
+// dlock::redlock beside node-redlock v5 (bench/baselines/redlock_lock.mjs, ioredis) over the same
+// 3 private redis-servers, in the same run, sides interleaved round by round:
+//   (a)  one thread: lock + unlock of one name, back to back, for --seconds;
+//   (c2) 8 threads in 2 processes (4 each; node: 4 async workers per process) on one name, holding
+//        --hold-ms and thinking --think-ms between acquisitions: acquisitions/s and the wait of
+//        each acquisition (p50, p99 over both processes);
+//   (h)  handoff: A holds, B waits in another redlock (node: another acquire()), A unlocks; the
+//        time from A's unlock call to B holding, also in loopback round trips (PING, measured).
+// The medians of --repeat rounds are printed, with dlock / node-redlock ratios.
+//
+//   dlock_bench_redlock [--seconds 2] [--repeat 3] [--handoffs 50] [--node node]
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "dlock/dlock.hpp"
+#include "redis_process.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using ms_double = std::chrono::duration<double, std::milli>;
+
+struct options {
+  double seconds = 2;
+  int repeat = 3;
+  int handoffs = 50;
+  int hold_ms = 1;
+  int think_ms = 1;
+  std::string node = "node";
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size()) + 0.999999);
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+double median(std::vector<double> v) {
+  return percentile(std::move(v), 50);
+}
+
+std::map<std::string, std::string> parse_kv(const std::string& out) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return kv;
+}
+
+std::vector<double> parse_list(const std::string& text) {
+  std::vector<double> v;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) v.push_back(std::stod(item));
+  }
+  return v;
+}
+
+struct result {
+  double rate = 0;  // acquisitions per second
+  std::vector<double> waits_ms;
+  double p50_ms = 0, p99_ms = 0;
+};
+
+// --- dlock side ---------------------------------------------------------------------------------
+
+result dlock_cycles(const std::vector<std::string>& urls, const std::string& name, int threads,
+                    double seconds, int hold_ms, int think_ms) {
+  dlock::redlock rl{urls};
+  std::atomic<bool> stop{false};
+  std::atomic<long> total{0};
+  std::vector<std::vector<double>> waits(static_cast<std::size_t>(threads));
+  std::vector<std::thread> workers;
+  const auto t0 = clock_type::now();
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      dlock::redlock_mutex m = rl.get_lock(name);
+      while (!stop.load()) {
+        const auto w0 = clock_type::now();
+        m.lock();
+        waits[static_cast<std::size_t>(t)].push_back(ms_double(clock_type::now() - w0).count());
+        if (hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+        m.unlock();
+        ++total;
+        if (think_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(think_ms));
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& w : workers)
+    w.join();
+  result r;
+  r.rate = static_cast<double>(total.load()) /
+           std::chrono::duration<double>(clock_type::now() - t0).count();
+  for (auto& w : waits)
+    r.waits_ms.insert(r.waits_ms.end(), w.begin(), w.end());
+  return r;
+}
+
+result dlock_handoff(const std::vector<std::string>& urls, const std::string& name, int n) {
+  dlock::redlock a_side{urls}, b_side{urls};
+  dlock::redlock_mutex a = a_side.get_lock(name);
+  std::vector<double> d;
+  for (int i = 0; i < n; ++i) {
+    a.lock();
+    clock_type::time_point t1;
+    std::thread b([&] {
+      dlock::redlock_mutex m = b_side.get_lock(name);
+      m.lock();
+      t1 = clock_type::now();
+      m.unlock();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // B is waiting by now
+    const auto t0 = clock_type::now();
+    a.unlock();
+    b.join();
+    d.push_back(ms_double(t1 - t0).count());
+  }
+  result r;
+  r.p50_ms = percentile(d, 50);
+  r.p99_ms = percentile(d, 99);
+  return r;
+}
+
+// --- node-redlock side --------------------------------------------------------------------------
+
+std::vector<std::string> node_argv(const options& o, const std::string& ports,
+                                   const std::string& scenario, const std::string& key,
+                                   int threads) {
+  return {o.node,         std::string(DLOCK_BENCH_BASELINES_DIR) + "/redlock_lock.mjs",
+          "--ports",      ports,
+          "--scenario",   scenario,
+          "--seconds",    std::to_string(o.seconds),
+          "--threads",    std::to_string(threads),
+          "--hold-ms",    std::to_string(o.hold_ms),
+          "--think-ms",   std::to_string(o.think_ms),
+          "--handoffs",   std::to_string(o.handoffs),
+          "--key",        key,
+          "--print-waits"};
+}
+
+std::map<std::string, std::string> run_checked(const std::vector<std::string>& argv,
+                                               double seconds) {
+  const auto res = dlock::tools::run_command(
+      argv, std::chrono::milliseconds(static_cast<long>(seconds * 1000) + 300'000));
+  if (res.timed_out || res.exit_code != 0) {
+    throw std::runtime_error(argv[0] + " " + argv[1] + " failed: " + res.err + res.out);
+  }
+  return parse_kv(res.out);
+}
+
+// (c2) from two processes at once; each prints acquisitions, seconds and every wait.
+result two_processes(const std::vector<std::string>& argv0, const std::vector<std::string>& argv1,
+                     double seconds) {
+  std::map<std::string, std::string> kv[2];
+  std::string failed;
+  std::thread second([&] {
+    try {
+      kv[1] = run_checked(argv1, seconds);
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
+  });
+  kv[0] = run_checked(argv0, seconds);
+  second.join();
+  if (!failed.empty()) throw std::runtime_error(failed);
+  result r;
+  for (auto& k : kv) {
+    r.rate += std::stod(k.at("acquisitions")) / std::stod(k.at("seconds"));
+    const auto w = parse_list(k["waits_ms"]);
+    r.waits_ms.insert(r.waits_ms.end(), w.begin(), w.end());
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  std::string worker_urls, worker_name;
+  int worker_threads = 0;
+  CLI::App app{"dlock::redlock beside node-redlock over the same 3 private redis-servers"};
+  app.add_option("--seconds", o.seconds, "Seconds per timed run (default 2)")
+      ->check(dlock::bench::number_range(0.1, 600));
+  app.add_option("--repeat", o.repeat, "Rounds; medians reported (default 3)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--handoffs", o.handoffs, "Handoffs per (h) run (default 50)")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--node", o.node, "Node for the baseline (default: node; 'none' skips it)");
+  // Internal: one (c2) process of the dlock side.
+  app.add_option("--worker-c2", worker_urls)->group("");
+  app.add_option("--worker-name", worker_name)->group("");
+  app.add_option("--worker-threads", worker_threads)->group("");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!worker_urls.empty()) {
+    std::vector<std::string> urls;
+    std::istringstream in(worker_urls);
+    for (std::string u; std::getline(in, u, ' ');)
+      urls.push_back(u);
+    const result r =
+        dlock_cycles(urls, worker_name, worker_threads, o.seconds, o.hold_ms, o.think_ms);
+    std::ostringstream waits;
+    for (double w : r.waits_ms)
+      waits << w << ",";
+    std::cout << "acquisitions=" << static_cast<long>(r.rate * o.seconds)
+              << "\nseconds=" << o.seconds << "\nwaits_ms=" << waits.str() << "\n";
+    return 0;
+  }
+  if (o.node == "none") o.node.clear();
+
+  try {
+    std::vector<std::unique_ptr<dlock::tools::redis_process>> masters;
+    std::vector<std::string> urls;
+    std::string ports, joined;
+    for (int i = 0; i < 3; ++i) {
+      masters.push_back(std::make_unique<dlock::tools::redis_process>());
+      urls.push_back(masters.back()->url());
+      ports += (i ? "," : "") + std::to_string(masters.back()->port());
+      joined += (i ? " " : "") + masters.back()->url();
+    }
+    dlock::client probe{urls[0]};
+    std::vector<double> rtt;
+    for (int i = 0; i < 2000; ++i) {
+      const auto t0 = clock_type::now();
+      probe.command({"PING"});
+      rtt.push_back(ms_double(clock_type::now() - t0).count());
+    }
+    const double rtt_ms = percentile(rtt, 50);
+    dlock::bench::print_idle("", "before");
+    std::printf(
+        "3 masters: redis-server %s on 127.0.0.1 ports %s; PING p50 %.3f ms\n",
+        dlock::bench::info_field(probe.command({"INFO", "server"}).str, "redis_version").c_str(),
+        ports.c_str(), rtt_ms);
+    if (!o.node.empty()) {
+      const auto v = dlock::tools::run_command(
+          {o.node, std::string(DLOCK_BENCH_BASELINES_DIR) + "/redlock_lock.mjs", "--version"});
+      std::printf("baseline: %s", v.exit_code == 0 ? v.out.c_str() : "not runnable\n");
+      if (v.exit_code != 0) o.node.clear();
+    }
+
+    std::map<std::string, std::vector<double>> figures;  // "<side> <metric>" -> one per round
+    const std::string self = argv[0];
+    for (int round = 0; round < o.repeat; ++round) {
+      const std::string suffix = ":" + std::to_string(round);
+      // (a)
+      figures["dlock a"].push_back(dlock_cycles(urls, "bench:a" + suffix, 1, o.seconds, 0, 0).rate);
+      if (!o.node.empty()) {
+        const auto kv = run_checked(node_argv(o, ports, "a", "bench:na" + suffix, 1), o.seconds);
+        figures["node a"].push_back(std::stod(kv.at("acquisitions")) / std::stod(kv.at("seconds")));
+      }
+      // (c2)
+      const std::vector<std::string> worker{self,
+                                            "--worker-c2",
+                                            joined,
+                                            "--worker-name",
+                                            "bench:c2" + suffix,
+                                            "--worker-threads",
+                                            "4",
+                                            "--seconds",
+                                            std::to_string(o.seconds)};
+      const result c2 = two_processes(worker, worker, o.seconds);
+      figures["dlock c2"].push_back(c2.rate);
+      figures["dlock c2 p50"].push_back(percentile(c2.waits_ms, 50));
+      figures["dlock c2 p99"].push_back(percentile(c2.waits_ms, 99));
+      if (!o.node.empty()) {
+        const auto argv_node = node_argv(o, ports, "c2", "bench:nc2" + suffix, 4);
+        const result n = two_processes(argv_node, argv_node, o.seconds);
+        figures["node c2"].push_back(n.rate);
+        figures["node c2 p50"].push_back(percentile(n.waits_ms, 50));
+        figures["node c2 p99"].push_back(percentile(n.waits_ms, 99));
+      }
+      // (h)
+      const result h = dlock_handoff(urls, "bench:h" + suffix, o.handoffs);
+      figures["dlock h p50"].push_back(h.p50_ms);
+      figures["dlock h p99"].push_back(h.p99_ms);
+      if (!o.node.empty()) {
+        const auto kv = run_checked(node_argv(o, ports, "h", "bench:nh" + suffix, 1), o.seconds);
+        figures["node h p50"].push_back(std::stod(kv.at("handoff_p50_ms")));
+        figures["node h p99"].push_back(std::stod(kv.at("handoff_p99_ms")));
+      }
+    }
+    const auto m = [&](const std::string& k) {
+      return figures.count(k) != 0U ? median(figures[k]) : 0.0;
+    };
+    const auto ratio = [&](double a, double b) { return b > 0 ? a / b : 0.0; };
+    std::printf("\nmedians of %d rounds, %.1f s each\n", o.repeat, o.seconds);
+    std::printf("%-34s %14s %14s %8s\n", "scenario", "dlock", "node-redlock", "ratio");
+    std::printf("%-34s %14.0f %14.0f %7.2fx\n", "(a) 1 thread, acquisitions/s", m("dlock a"),
+                m("node a"), ratio(m("dlock a"), m("node a")));
+    std::printf("%-34s %14.0f %14.0f %7.2fx\n", "(c2) 8 thr/2 proc, acquisitions/s", m("dlock c2"),
+                m("node c2"), ratio(m("dlock c2"), m("node c2")));
+    std::printf("%-34s %14.2f %14.2f\n", "(c2) wait p50 ms", m("dlock c2 p50"), m("node c2 p50"));
+    std::printf("%-34s %14.2f %14.2f\n", "(c2) wait p99 ms", m("dlock c2 p99"), m("node c2 p99"));
+    std::printf("%-34s %14.3f %14.3f\n", "(h) handoff p50 ms", m("dlock h p50"), m("node h p50"));
+    std::printf("%-34s %14.3f %14.3f\n", "(h) handoff p99 ms", m("dlock h p99"), m("node h p99"));
+    std::printf("%-34s %14.1f %14.1f\n", "(h) handoff p50 in PING RTTs", m("dlock h p50") / rtt_ms,
+                m("node h p50") / rtt_ms);
+    dlock::bench::print_idle("", "after");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlock_bench_redlock: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

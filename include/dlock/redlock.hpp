@@ -1,0 +1,188 @@
+// dlock/redlock.hpp
+//
+// dlock::redlock: the Redlock algorithm over N independent Redis masters (no replication between
+// them, no cluster), and dlock::redlock_mutex, a lock held only while a majority of them agree.
+//
+//   dlock::redlock rl{{"redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"}};
+//   dlock::redlock_mutex m = rl.get_lock("jobs:nightly");
+//   {
+//     std::unique_lock guard{m};      // held on at least 2 of the 3 masters
+//     ... work; m.fencing_token() orders writes to other systems ...
+//   }
+//
+// Acquisition. One random nonce per attempt; the plain lock's SET NX PX script (the key is a string
+// at the lock's name, holding "<client id>:<owner key>:<nonce>", as node-redlock and redsync keep
+// it) goes to all N masters in parallel, in one round trip. The attempt holds when a majority
+// (N/2 + 1) granted it and the validity, lease - elapsed - drift (drift = lease / 100 + 2 ms,
+// elapsed on the steady clock from the moment the requests were sent), is still positive.
+// Otherwise the attempt is released on all N masters, those that did not answer included, and
+// retried: after an unlock message from any master when the lock is held by others, or after a
+// random delay when the votes split. Within one dlock::redlock, only one thread at a time competes
+// for one name; the others wait locally.
+//
+// Leases. lock() and try_lock_for(wait) take a watchdog lease (redlock_options::watchdog_timeout)
+// that a thread of the dlock::redlock renews on all N masters every third of it; the hold lasts
+// only while a majority confirms each renewal within the validity. lock(lease_time) and
+// try_lock_for(wait, lease_time) take an explicit lease, never renewed.
+//
+// Losing a hold. When a renewal cannot gather a majority before the validity ends, or an explicit
+// lease runs out before unlock(), the hold is lost: its stop_token() stops and
+// redlock_options::on_lock_lost is told.
+//
+// Fencing. Each master hands out a token from its own per-name counter; the hold's token is the
+// largest of the granting majority's, written back to those masters, so that tokens of one name
+// strictly increase while a majority of masters keeps its counters (docs/redlock.md says what a
+// master restarted without persistence does to this).
+//
+// Not reentrant: a thread that holds the lock and asks for it again gets errc::would_deadlock.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "dlock/lock_options.hpp"
+
+namespace dlock {
+
+struct redlock_options {
+  // The lease of holds taken without an explicit one; renewed every third of it while held.
+  std::chrono::milliseconds watchdog_timeout{30000};
+  // What one master may cost an attempt, a renewal or a release: a master that has not answered
+  // by then counts as a "no". Also each master client's request_timeout.
+  std::chrono::milliseconds request_timeout{500};
+  // Each master client's connect_timeout.
+  std::chrono::milliseconds connect_timeout{1000};
+  // After a split vote (no majority for anyone) an attempt is retried after a random delay in
+  // [retry_delay / 2, retry_delay * 3 / 2], so that competing clients do not split again.
+  std::chrono::milliseconds retry_delay{5};
+  // Told of every lost hold, after its stop_token was stopped. Runs on the redlock's watchdog
+  // thread; must not block or throw (exceptions are dropped).
+  std::function<void(const lock_loss&)> on_lock_lost;
+};
+
+class redlock_mutex;
+
+class redlock {
+ public:
+  // redlock::redlock(urls, options)
+  // One client per URL (each a single master: redis://, rediss:// or unix://; Sentinel URLs name a
+  // single master too). Connects in the background. Throws dlock::error(errc::invalid_argument)
+  // for no URL, a malformed URL, two URLs naming the same server (host:port or unix path), a URL
+  // naming several hosts (one deployment, not independent masters), or options out of range.
+  // An even number of masters is allowed but tolerates no more failures than one fewer
+  // (docs/redlock.md). A master found to be a Redis Cluster node fails acquisitions with
+  // errc::invalid_argument.
+  explicit redlock(const std::vector<std::string>& urls, redlock_options options = {});
+  // Stops the watchdog (holds still open are reported lost with client_stopped), waits up to
+  // request_timeout for releases in flight, and closes the connections. Handles may outlive it:
+  // their calls then fail with errc::client_stopped. Never throws.
+  ~redlock();
+
+  redlock(const redlock&) = delete;
+  redlock& operator=(const redlock&) = delete;
+
+  // redlock::get_lock()
+  // A handle to the Redlock `name`. Cheap; sends nothing. Throws errc::invalid_argument for an
+  // empty name, one over 64 KiB, or control bytes.
+  redlock_mutex get_lock(std::string name);
+
+  // How many masters there are, and how many must agree (size() / 2 + 1).
+  std::size_t size() const noexcept;
+  std::size_t quorum() const noexcept;
+  const redlock_options& options() const noexcept;
+
+  class impl;
+
+ private:
+  std::shared_ptr<impl> impl_;
+};
+
+class redlock_mutex {
+ public:
+  using steady_clock = std::chrono::steady_clock;
+
+  // For dlock's internals: redlock::get_lock() makes them.
+  class state;
+  explicit redlock_mutex(std::shared_ptr<state> s) noexcept : state_(std::move(s)) {}
+
+  // redlock_mutex::lock(), lock(lease)
+  // Waits until this thread holds the lock on a majority (watchdog lease, or the explicit `lease`).
+  // Throws dlock::error: would_deadlock if this thread holds it already; invalid_argument for a
+  // lease that is not positive or over max_lock_lease, or a master that is a cluster node;
+  // client_stopped after the redlock was destroyed. Unreachable masters are not errors: the call
+  // keeps trying while fewer than a majority answer.
+  void lock();
+  void lock(lease_time lease);
+
+  // redlock_mutex::try_lock()
+  // One attempt on all masters, no waiting. Returns whether this thread now holds the lock.
+  // Throws as lock().
+  [[nodiscard]] bool try_lock();
+
+  // redlock_mutex::try_lock_for(wait[, lease]), try_lock_until(deadline)
+  // Waits up to `wait` (or until `deadline`) for the lock; returns false when the time ran out
+  // (an attempt started before the end may finish up to request_timeout after it). A zero or
+  // past wait is one attempt. Throws as lock().
+  template <typename Rep, typename Period>
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
+    return acquire_for(to_steady(wait), nullptr);
+  }
+  template <typename Rep, typename Period>
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
+                                  lease_time lease) {
+    const auto explicit_lease = lease.value();
+    return acquire_for(to_steady(wait), &explicit_lease);
+  }
+  template <typename Clock, typename Duration>
+  [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    const auto now = Clock::now();
+    if (deadline <= now) return acquire_for(steady_clock::duration::zero(), nullptr);
+    if (deadline == std::chrono::time_point<Clock, Duration>::max())
+      return acquire_for(to_steady(Duration::max()), nullptr);
+    return acquire_for(to_steady(deadline - now), nullptr);
+  }
+
+  // redlock_mutex::unlock()
+  // Releases this thread's hold on all masters in parallel, without waiting for their replies.
+  // Never throws. A thread that holds nothing changes nothing.
+  void unlock() noexcept { (void)unlock_checked(); }
+  // As unlock(), and says what happened: {} released; errc::not_owner this thread held nothing;
+  // errc::lock_lost the hold had been lost before (it was released on the masters anyway).
+  std::error_code unlock_checked() noexcept;
+
+  // redlock_mutex::is_held_by_current_thread(): this thread holds it and has not lost it (no I/O).
+  bool is_held_by_current_thread() const noexcept;
+  // redlock_mutex::fencing_token(): the token of this thread's hold; 0 when it holds none.
+  std::uint64_t fencing_token() const noexcept;
+  // redlock_mutex::stop_token(): stopped when this thread's hold is lost; a token that can never
+  // stop when this thread holds nothing.
+  std::stop_token stop_token() const noexcept;
+  // redlock_mutex::validity(): how long this thread's hold is certain to last without another
+  // renewal, on the steady clock; zero when it holds none (no I/O).
+  std::chrono::milliseconds validity() const noexcept;
+  // redlock_mutex::owner_id(): "<client id>:<thread key>", the prefix of this thread's values.
+  std::string owner_id() const;
+  const std::string& name() const noexcept;
+
+ private:
+  template <typename Rep, typename Period>
+  static steady_clock::duration to_steady(const std::chrono::duration<Rep, Period>& d) {
+    constexpr auto cap = std::chrono::hours(24 * 365 * 100);
+    const std::chrono::duration<double> seconds = d;
+    if (seconds >= std::chrono::duration<double>(cap)) return cap;
+    if (seconds <= std::chrono::duration<double>::zero()) return steady_clock::duration::zero();
+    return std::chrono::ceil<steady_clock::duration>(d);
+  }
+  bool acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease);
+
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,60 @@
+// src/quorum/fan_out.hpp
+//
+// One request sent to several masters at once, and the replies gathered as they come: the caller
+// waits until a condition over the replies holds (a majority granted, all answered) or a deadline
+// passes, whichever comes first. Late replies are still recorded but nobody waits for them.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "dlock/client.hpp"
+
+namespace dlock::quorum {
+
+class fan_out : public std::enable_shared_from_this<fan_out> {
+ public:
+  using clock = std::chrono::steady_clock;
+  // What one master said: nullopt until it answers; an error (or a failed request) is stored as
+  // an error reply, so "answered" and "said yes" stay distinct.
+  using answers = std::vector<std::optional<reply>>;
+
+  explicit fan_out(std::size_t masters) : answers_(masters) {}
+
+  // The completion handler of master `index`'s request. Runs on that master's I/O thread.
+  reply_handler handler(std::size_t index) {
+    return [self = shared_from_this(), index](std::error_code ec, reply r) {
+      self->complete(index, ec, std::move(r));
+    };
+  }
+
+  void complete(std::size_t index, std::error_code ec, reply r) {
+    {
+      std::lock_guard lock(mutex_);
+      if (ec && !r.is_error()) r = reply::make_error(ec.message());
+      answers_[index] = std::move(r);
+    }
+    changed_.notify_all();
+  }
+
+  // Waits until `done(answers)` is true or `deadline` passes; returns the answers seen by then.
+  template <typename Done>
+  answers wait(clock::time_point deadline, Done&& done) {
+    std::unique_lock lock(mutex_);
+    changed_.wait_until(lock, deadline, [&] { return done(answers_); });
+    return answers_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  answers answers_;
+};
+
+}  // namespace dlock::quorum

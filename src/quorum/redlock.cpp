@@ -1,0 +1,873 @@
+// src/quorum/redlock.cpp
+//
+// Redlock over N dlock::client objects, one per independent master, using only the public client
+// API (async_eval, subscribe) and the plain lock's scripts on every master. See dlock/redlock.hpp
+// for the contract and docs/redlock.md for the algorithm and its limits.
+//
+// Threads. Callers acquire on their own thread: they send to all masters at once and wait on a
+// fan_out for the replies. One watchdog thread per redlock renews watchdog leases (batched: one
+// script per master for all holds due), ends explicit leases, and reports losses. The masters'
+// I/O threads only record replies and wake waiters. Locks: holds_mutex_ guards the hold table,
+// the waker set and the stop flag; clients_mutex_ (shared) guards the clients against stop();
+// a gate's own mutex guards its busy flag. None is held while waiting for Redis.
+#include "dlock/redlock.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "core/identity.hpp"
+#include "dlock/client.hpp"
+#include "dlock/embedded_scripts.hpp"
+#include "dlock/error.hpp"
+#include "dlock/script.hpp"
+#include "locks/names.hpp"
+#include "quorum/fan_out.hpp"
+
+namespace dlock {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+const script& lock_script() {
+  static const script s{std::string(scripts::plain_lock)};
+  return s;
+}
+const script& unlock_script() {
+  static const script s{std::string(scripts::plain_unlock)};
+  return s;
+}
+const script& renew_script() {
+  static const script s{std::string(scripts::plain_renew)};
+  return s;
+}
+const script& fence_script() {
+  static const script s{std::string(scripts::raise_fence)};
+  return s;
+}
+
+// The margin Redlock keeps for clock drift between this process and the masters.
+milliseconds drift_of(milliseconds lease) {
+  return lease / 100 + milliseconds(2);
+}
+
+std::mt19937_64& random_engine() {
+  thread_local std::mt19937_64 engine{std::random_device{}()};
+  return engine;
+}
+
+// Uniform in [base / 2, base * 3 / 2]: competitors that split a vote retry at different times.
+clock::duration jittered(milliseconds base) {
+  const auto low = std::chrono::duration_cast<std::chrono::microseconds>(base) / 2;
+  std::uniform_int_distribution<std::int64_t> pick(low.count(), low.count() * 3);
+  return std::chrono::microseconds(pick(random_engine()));
+}
+
+void check_lease(milliseconds lease, std::string_view what) {
+  if (lease <= milliseconds::zero() || lease > max_lock_lease) {
+    throw error(errc::invalid_argument,
+                std::string(what) + " must be positive and at most max_lock_lease");
+  }
+}
+
+// What identifies a server for the duplicate check: its unix socket, or host:port (lowercase).
+std::string server_identity(const client_options& o) {
+  if (!o.unix_path.empty()) return "unix:" + o.unix_path;
+  std::string host = o.host;
+  std::transform(host.begin(), host.end(), host.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (!o.sentinel.master_name.empty()) return "sentinel:" + host + ":" + o.sentinel.master_name;
+  return host + ":" + std::to_string(o.port);
+}
+
+bool is_yes_array(const std::optional<reply>& r) {
+  return r && r->is_array() && !r->elements.empty() && r->elements[0].is_integer() &&
+         r->elements[0].integer == 1;
+}
+
+}  // namespace
+
+// Only one thread of a redlock competes for a name at a time; the others wait here. The thread
+// that wins keeps the gate until it unlocks, so the next local waiter competes only after that.
+struct redlock_gate {
+  std::mutex mutex;
+  std::condition_variable freed;
+  bool busy = false;
+  bool stopped = false;
+
+  void release() {
+    {
+      std::lock_guard lock(mutex);
+      busy = false;
+    }
+    freed.notify_one();
+  }
+};
+
+// Wakes a waiting acquisition on an unlock message from any master, on a (re)subscription, or
+// on stop().
+struct redlock_waker {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::uint64_t generation = 0;
+  std::size_t subscribed = 0;
+  bool stopped = false;
+
+  void bump(bool subscription_confirmed) {
+    {
+      std::lock_guard lock(mutex);
+      ++generation;
+      if (subscription_confirmed) ++subscribed;
+    }
+    changed.notify_all();
+  }
+};
+
+// One thread's hold (or an explicit lease) of one name. Fields after `value` are guarded by the
+// redlock's holds_mutex_.
+struct redlock_hold {
+  std::string name;
+  std::string owner;
+  std::string value;  // "<owner>:<nonce>" on every master that granted
+  milliseconds lease{0};
+  bool watchdog = false;
+  std::uint64_t token = 0;
+  std::shared_ptr<redlock_gate> gate;
+  clock::time_point valid_until;
+  clock::time_point next_renewal;
+  std::stop_source lost_source;
+  bool lost = false;
+};
+
+class redlock::impl : public core::thread_exit_listener {
+ public:
+  impl(const std::vector<std::string>& urls, redlock_options options);
+  ~impl() override { stop(); }
+  impl(const impl&) = delete;
+  impl& operator=(const impl&) = delete;
+
+  void start_watchdog() {
+    core::add_thread_exit_listener(this);
+    watchdog_ = std::thread([this] { run_watchdog(); });
+  }
+  void stop() noexcept;
+
+  bool acquire(const std::string& name, clock::duration wait, const milliseconds* lease);
+  std::error_code release(const std::string& name) noexcept;
+  // What this thread's hold of `name` looks like now (no I/O).
+  struct hold_view {
+    bool present = false;
+    bool lost = false;
+    std::uint64_t token = 0;
+    std::stop_token stop;
+    clock::time_point valid_until;
+  };
+  hold_view find(const std::string& name) const noexcept;
+  std::string owner_of_current_thread() const {
+    return client_id_ + ":" + std::to_string(core::current_thread_key());
+  }
+
+  void on_thread_exit(std::uint64_t thread_key) noexcept override;
+
+  const redlock_options options_;
+  const std::string client_id_ = core::random_id();
+  std::size_t size_ = 0;
+  std::size_t quorum_ = 0;
+
+ private:
+  using hold_key = std::pair<std::string, std::uint64_t>;  // name, owner key
+
+  struct attempt_result {
+    std::shared_ptr<redlock_hold> hold;  // set when held
+    std::size_t refused = 0;             // masters held by someone else
+    bool foreign_holder = false;         // a holder that publishes nothing on release
+    milliseconds holder_left{0};         // when a majority's current holds would all have ended
+  };
+
+  std::shared_ptr<quorum::fan_out> send(const std::vector<std::size_t>& targets, const script& s,
+                                        const std::vector<std::string>& keys,
+                                        const std::vector<std::string>& args);
+  std::vector<std::size_t> all_masters() const {
+    std::vector<std::size_t> all(size_);
+    for (std::size_t i = 0; i < size_; ++i)
+      all[i] = i;
+    return all;
+  }
+  attempt_result attempt(const std::string& name, const std::string& owner, milliseconds lease,
+                         bool watchdog);
+  std::shared_ptr<quorum::fan_out> release_on_all(const std::string& name,
+                                                  const std::string& value);
+  void check_not_cluster();
+  std::shared_ptr<redlock_gate> gate_for(const std::string& name);
+  bool enter_gate(const std::shared_ptr<redlock_gate>& gate, clock::time_point deadline);
+  std::vector<subscription> subscribe_all(const std::string& name,
+                                          const std::shared_ptr<redlock_waker>& waker);
+  void forget_waker(const std::shared_ptr<redlock_waker>& waker);
+
+  void run_watchdog();
+  void renew(std::vector<std::shared_ptr<redlock_hold>> due);
+  void report_loss(const std::shared_ptr<redlock_hold>& hold, lock_loss_reason reason) noexcept;
+
+  mutable std::shared_mutex clients_mutex_;
+  std::vector<std::unique_ptr<client>> masters_;  // cleared by stop()
+
+  mutable std::mutex holds_mutex_;
+  std::condition_variable watchdog_wake_;
+  std::map<hold_key, std::shared_ptr<redlock_hold>> holds_;
+  std::map<std::string, std::weak_ptr<redlock_gate>> gates_;
+  std::set<std::shared_ptr<redlock_waker>> wakers_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+
+  // Releases in flight, so that stop() can let them reach the masters first.
+  std::mutex releases_mutex_;
+  std::condition_variable releases_done_;
+  std::size_t releases_in_flight_ = 0;
+};
+
+redlock::impl::impl(const std::vector<std::string>& urls, redlock_options options)
+    : options_(std::move(options)) {
+  if (urls.empty()) throw error(errc::invalid_argument, "redlock needs at least one master URL");
+  check_lease(options_.watchdog_timeout, "redlock_options::watchdog_timeout");
+  if (options_.request_timeout <= milliseconds::zero() ||
+      options_.connect_timeout <= milliseconds::zero() || options_.retry_delay < milliseconds(1)) {
+    throw error(errc::invalid_argument,
+                "redlock_options: request_timeout and connect_timeout must be positive, "
+                "retry_delay at least 1 ms");
+  }
+  std::vector<client_options> parsed;
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < urls.size(); ++i) {
+    client_options o = client_options::from_url(urls[i]);
+    if (!o.more_hosts.empty() && o.sentinel.master_name.empty()) {
+      throw error(errc::invalid_argument,
+                  "redlock master " + std::to_string(i + 1) +
+                      " names several hosts (one deployment, such as a Redis Cluster); each "
+                      "Redlock master must be one independent server");
+    }
+    if (!seen.insert(server_identity(o)).second) {
+      throw error(errc::invalid_argument, "redlock master " + std::to_string(i + 1) +
+                                              " names the same server as an earlier one (" +
+                                              o.endpoint() + ")");
+    }
+    o.request_timeout = options_.request_timeout;
+    o.connect_timeout = options_.connect_timeout;
+    parsed.push_back(std::move(o));
+  }
+  for (auto& o : parsed)
+    masters_.push_back(std::make_unique<client>(std::move(o)));
+  size_ = masters_.size();
+  quorum_ = size_ / 2 + 1;
+}
+
+void redlock::impl::stop() noexcept {
+  std::vector<std::shared_ptr<redlock_hold>> open;
+  {
+    std::lock_guard lock(holds_mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& [key, hold] : holds_)
+      open.push_back(hold);
+    holds_.clear();
+    for (const auto& waker : wakers_) {
+      std::lock_guard w(waker->mutex);
+      waker->stopped = true;
+      waker->changed.notify_all();
+    }
+    for (auto& [name, weak] : gates_) {
+      if (auto gate = weak.lock()) {
+        std::lock_guard g(gate->mutex);
+        gate->stopped = true;
+        gate->freed.notify_all();
+      }
+    }
+  }
+  watchdog_wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  core::remove_thread_exit_listener(this);
+  // Nobody renews these any more: release them and say so.
+  for (const auto& hold : open) {
+    try {
+      release_on_all(hold->name, hold->value);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the lease ends them anyway
+    }
+    report_loss(hold, lock_loss_reason::client_stopped);
+  }
+  {
+    std::unique_lock lock(releases_mutex_);
+    releases_done_.wait_for(lock, options_.request_timeout,
+                            [this] { return releases_in_flight_ == 0; });
+  }
+  // Waiters were told to stop; wait until they dropped their subscriptions before the clients go.
+  {
+    std::unique_lock lock(holds_mutex_);
+    watchdog_wake_.wait_for(lock, std::chrono::seconds(5), [this] { return wakers_.empty(); });
+  }
+  std::unique_lock lock(clients_mutex_);
+  masters_.clear();
+}
+
+std::shared_ptr<quorum::fan_out> redlock::impl::send(const std::vector<std::size_t>& targets,
+                                                     const script& s,
+                                                     const std::vector<std::string>& keys,
+                                                     const std::vector<std::string>& args) {
+  const std::vector<std::string_view> key_views(keys.begin(), keys.end());
+  const std::vector<std::string_view> arg_views(args.begin(), args.end());
+  auto calls = std::make_shared<quorum::fan_out>(size_);
+  std::shared_lock lock(clients_mutex_);
+  if (masters_.empty()) throw error(errc::client_stopped, "the redlock was destroyed");
+  for (const std::size_t i : targets) {
+    try {
+      masters_[i]->async_eval(s, key_views, arg_views, calls->handler(i));
+    } catch (const error& e) {
+      calls->complete(i, e.code(), reply::make_error(e.what()));
+    }
+  }
+  return calls;
+}
+
+std::shared_ptr<quorum::fan_out> redlock::impl::release_on_all(const std::string& name,
+                                                               const std::string& value) {
+  {
+    std::lock_guard lock(releases_mutex_);
+    releases_in_flight_ += 1;
+  }
+  auto calls = std::make_shared<quorum::fan_out>(size_);
+  const std::string channel = locks::plain_unlock_channel(name);
+  const std::vector<std::string_view> key_views{name, channel};
+  const std::vector<std::string_view> arg_views{value, "publish"};
+  // The in-flight count drops when the last master has answered (or failed).
+  auto remaining = std::make_shared<std::atomic<std::size_t>>(size_);
+  // No owning pointer: stop() destroys the clients, which completes every callback, before the
+  // impl goes.
+  auto finish_one = [this, remaining] {
+    if (remaining->fetch_sub(1) != 1) return;
+    {
+      std::lock_guard lock(releases_mutex_);
+      releases_in_flight_ -= 1;
+    }
+    releases_done_.notify_all();
+  };
+  std::shared_lock lock(clients_mutex_);
+  for (std::size_t i = 0; i < size_; ++i) {
+    auto record = calls->handler(i);
+    reply_handler done = [record, finish_one](std::error_code ec, reply r) {
+      record(ec, std::move(r));
+      finish_one();
+    };
+    if (masters_.empty()) {
+      done(make_error_code(errc::client_stopped), reply::make_error("stopped"));
+      continue;
+    }
+    try {
+      masters_[i]->async_eval(unlock_script(), key_views, arg_views, done);
+    } catch (const error& e) {
+      done(e.code(), reply::make_error(e.what()));
+    }
+  }
+  return calls;
+}
+
+void redlock::impl::check_not_cluster() {
+  std::shared_lock lock(clients_mutex_);
+  for (std::size_t i = 0; i < masters_.size(); ++i) {
+    if (masters_[i]->routing_metrics().deployment == deployment_kind::cluster) {
+      throw error(errc::invalid_argument,
+                  "redlock master " + std::to_string(i + 1) + " (" +
+                      masters_[i]->options().endpoint() +
+                      ") is a Redis Cluster node; Redlock needs independent masters");
+    }
+  }
+}
+
+redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
+                                                     const std::string& owner, milliseconds lease,
+                                                     bool watchdog) {
+  const std::string nonce = core::random_id();
+  const std::string value = owner + ":" + nonce;
+  const auto start = clock::now();
+  const auto validity_end = start + lease - drift_of(lease);
+  auto calls = send(all_masters(), lock_script(), {name, locks::fence_key(name)},
+                    {std::to_string(lease.count()), owner, nonce, "0"});
+  const std::size_t quorum = quorum_;
+  const std::size_t size = size_;
+  // Stop waiting once a majority granted, or once it no longer can.
+  const auto answers = calls->wait(std::min(start + options_.request_timeout, validity_end),
+                                   [quorum, size](const quorum::fan_out::answers& a) {
+                                     std::size_t yes = 0, no = 0;
+                                     for (const auto& r : a) {
+                                       if (!r) continue;
+                                       if (is_yes_array(r)) {
+                                         ++yes;
+                                       } else {
+                                         ++no;
+                                       }
+                                     }
+                                     return yes >= quorum || no > size - quorum || yes + no == size;
+                                   });
+  const auto now = clock::now();
+
+  attempt_result result;
+  std::vector<std::size_t> granted;
+  std::uint64_t token = 0;
+  std::vector<milliseconds> holder_ttls;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    const auto& r = answers[i];
+    if (is_yes_array(r) && r->elements.size() >= 2) {
+      granted.push_back(i);
+      const reply& t = r->elements[1];
+      token = std::max<std::uint64_t>(
+          token, t.is_integer() ? static_cast<std::uint64_t>(t.integer) : std::stoull(t.str));
+    } else if (r && r->is_array() && r->elements.size() >= 3 && r->elements[0].integer == 0) {
+      ++result.refused;
+      const std::int64_t pttl = r->elements[1].integer;
+      holder_ttls.push_back(pttl < 0 ? milliseconds(1000) : milliseconds(pttl));
+      if (r->elements[2].integer == 0) result.foreign_holder = true;
+    }
+  }
+  if (granted.size() >= quorum_ && now < validity_end) {
+    // Later majorities overlap this one in at least one master: make its counter know the token.
+    send(granted, fence_script(), {locks::fence_key(name)}, {std::to_string(token)});
+    auto hold = std::make_shared<redlock_hold>();
+    hold->name = name;
+    hold->owner = owner;
+    hold->value = value;
+    hold->lease = lease;
+    hold->watchdog = watchdog;
+    hold->token = token;
+    hold->valid_until = validity_end;
+    hold->next_renewal = start + lease / 3;
+    result.hold = std::move(hold);
+    return result;
+  }
+  // Not held: undo it everywhere, also where no answer came (the SET may still land there).
+  auto released = release_on_all(name, value);
+  released->wait(clock::now() + options_.request_timeout, [](const quorum::fan_out::answers& a) {
+    return std::all_of(a.begin(), a.end(), [](const auto& r) { return r.has_value(); });
+  });
+  if (!holder_ttls.empty()) {
+    // The holder keeps a majority until enough of its masters' leases ended for ours to win.
+    std::sort(holder_ttls.begin(), holder_ttls.end());
+    const std::size_t needed = std::min(holder_ttls.size() - 1, size_ - quorum_);
+    result.holder_left = holder_ttls[needed];
+  }
+  check_not_cluster();
+  return result;
+}
+
+std::shared_ptr<redlock_gate> redlock::impl::gate_for(const std::string& name) {
+  std::lock_guard lock(holds_mutex_);
+  if (stopping_) throw error(errc::client_stopped, "the redlock was destroyed");
+  auto& weak = gates_[name];
+  auto gate = weak.lock();
+  if (!gate) {
+    gate = std::make_shared<redlock_gate>();
+    weak = gate;
+  }
+  // Forget gates nobody uses any more, so the map does not grow with every name ever locked.
+  if (gates_.size() > 64) {
+    std::erase_if(gates_, [](const auto& entry) { return entry.second.expired(); });
+  }
+  return gate;
+}
+
+bool redlock::impl::enter_gate(const std::shared_ptr<redlock_gate>& gate,
+                               clock::time_point deadline) {
+  std::unique_lock lock(gate->mutex);
+  gate->freed.wait_until(lock, deadline, [&] { return !gate->busy || gate->stopped; });
+  if (gate->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
+  if (gate->busy) return false;
+  gate->busy = true;
+  return true;
+}
+
+std::vector<subscription> redlock::impl::subscribe_all(
+    const std::string& name, const std::shared_ptr<redlock_waker>& waker) {
+  {
+    std::lock_guard lock(holds_mutex_);
+    if (stopping_) throw error(errc::client_stopped, "the redlock was destroyed");
+    wakers_.insert(waker);
+  }
+  const std::string channel = locks::plain_unlock_channel(name);
+  std::vector<subscription> subs;
+  std::shared_lock lock(clients_mutex_);
+  if (masters_.empty()) throw error(errc::client_stopped, "the redlock was destroyed");
+  for (auto& master : masters_) {
+    std::weak_ptr<redlock_waker> weak = waker;
+    subs.push_back(master->subscribe(
+        channel,
+        [weak](std::string_view) {
+          if (auto w = weak.lock()) w->bump(false);
+        },
+        [weak] {
+          if (auto w = weak.lock()) w->bump(true);
+        }));
+  }
+  return subs;
+}
+
+void redlock::impl::forget_waker(const std::shared_ptr<redlock_waker>& waker) {
+  {
+    std::lock_guard lock(holds_mutex_);
+    wakers_.erase(waker);
+  }
+  watchdog_wake_.notify_all();
+}
+
+bool redlock::impl::acquire(const std::string& name, clock::duration wait,
+                            const milliseconds* lease) {
+  const milliseconds lease_ms = lease != nullptr ? *lease : options_.watchdog_timeout;
+  if (lease != nullptr) check_lease(lease_ms, "the lease");
+  const std::uint64_t owner_key = core::current_thread_key();
+  const std::string owner = client_id_ + ":" + std::to_string(owner_key);
+  {
+    std::lock_guard lock(holds_mutex_);
+    if (stopping_) throw error(errc::client_stopped, "the redlock was destroyed");
+    auto it = holds_.find({name, owner_key});
+    if (it != holds_.end()) {
+      if (!it->second->lost) {
+        throw error(errc::would_deadlock, "this thread already holds the Redlock " +
+                                              locks::printable_name(name) +
+                                              " (it is not reentrant)");
+      }
+    }
+  }
+  // A lost hold this thread never unlocked: forget it (releasing it where it may remain).
+  (void)release(name);
+
+  check_not_cluster();
+  const auto deadline = clock::now() + wait;
+  auto gate = gate_for(name);
+  if (!enter_gate(gate, deadline)) return false;
+  bool gate_kept = false;
+  struct gate_guard {
+    std::shared_ptr<redlock_gate>& gate;
+    bool& kept;
+    ~gate_guard() {
+      if (!kept) gate->release();
+    }
+  } guard{gate, gate_kept};
+
+  std::shared_ptr<redlock_waker> waker;
+  std::vector<subscription> subs;
+  struct waker_guard {
+    impl& self;
+    std::shared_ptr<redlock_waker>& waker;
+    std::vector<subscription>& subs;
+    ~waker_guard() {
+      subs.clear();
+      if (waker) self.forget_waker(waker);
+    }
+  } unsubscribe{*this, waker, subs};
+
+  for (;;) {
+    std::uint64_t seen_generation = 0;
+    if (waker) {
+      std::lock_guard lock(waker->mutex);
+      seen_generation = waker->generation;
+    }
+    attempt_result result = attempt(name, owner, lease_ms, lease == nullptr);
+    if (result.hold) {
+      result.hold->gate = gate;
+      {
+        std::lock_guard lock(holds_mutex_);
+        if (stopping_) {
+          release_on_all(name, result.hold->value);
+          throw error(errc::client_stopped, "the redlock was destroyed");
+        }
+        holds_[{name, owner_key}] = result.hold;
+      }
+      watchdog_wake_.notify_all();
+      gate_kept = true;
+      return true;
+    }
+    if (clock::now() >= deadline) return false;
+
+    if (!waker) {
+      // Listen before the next attempt, so that no release between the two goes unheard.
+      waker = std::make_shared<redlock_waker>();
+      subs = subscribe_all(name, waker);
+      std::unique_lock lock(waker->mutex);
+      waker->changed.wait_until(lock, std::min(deadline, clock::now() + options_.request_timeout),
+                                [&] { return waker->subscribed >= size_ || waker->stopped; });
+      if (waker->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
+      continue;
+    }
+
+    clock::time_point until;
+    bool wake_on_message = true;
+    if (result.refused >= quorum_) {
+      // Held by someone else: wait for an unlock message, or until its leases would end. A
+      // foreign holder (redis-py, node-redlock) publishes nothing: re-check at least every
+      // 100 ms.
+      auto left = result.holder_left + milliseconds(1);
+      if (result.foreign_holder) left = std::min(left, milliseconds(100));
+      until = clock::now() + left;
+    } else {
+      // A split vote, or masters that did not answer: back off for a random time.
+      until = clock::now() + jittered(options_.retry_delay);
+      wake_on_message = false;
+    }
+    until = std::min(until, deadline);
+    std::unique_lock lock(waker->mutex);
+    waker->changed.wait_until(lock, until, [&] {
+      return waker->stopped || (wake_on_message && waker->generation != seen_generation);
+    });
+    if (waker->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
+  }
+}
+
+redlock::impl::hold_view redlock::impl::find(const std::string& name) const noexcept {
+  std::lock_guard lock(holds_mutex_);
+  auto it = holds_.find({name, core::current_thread_key()});
+  if (it == holds_.end()) return {};
+  const redlock_hold& h = *it->second;
+  return {true, h.lost, h.token, h.lost_source.get_token(), h.valid_until};
+}
+
+std::error_code redlock::impl::release(const std::string& name) noexcept {
+  std::shared_ptr<redlock_hold> hold;
+  bool was_lost = false;
+  {
+    std::lock_guard lock(holds_mutex_);
+    auto it = holds_.find({name, core::current_thread_key()});
+    if (it == holds_.end()) return make_error_code(errc::not_owner);
+    hold = it->second;
+    was_lost = hold->lost;
+    holds_.erase(it);
+  }
+  try {
+    release_on_all(hold->name, hold->value);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): stopped; the leases end the holds
+  }
+  if (hold->gate) hold->gate->release();
+  return was_lost ? make_error_code(errc::lock_lost) : std::error_code{};
+}
+
+void redlock::impl::on_thread_exit(std::uint64_t thread_key) noexcept {
+  std::vector<std::shared_ptr<redlock_hold>> orphans;
+  {
+    std::lock_guard lock(holds_mutex_);
+    for (auto it = holds_.begin(); it != holds_.end();) {
+      if (it->first.second == thread_key) {
+        orphans.push_back(it->second);
+        it = holds_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& hold : orphans) {
+    try {
+      release_on_all(hold->name, hold->value);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): stopped; the leases end the holds
+    }
+    if (hold->gate) hold->gate->release();
+    report_loss(hold, lock_loss_reason::thread_exited);
+  }
+}
+
+void redlock::impl::report_loss(const std::shared_ptr<redlock_hold>& hold,
+                                lock_loss_reason reason) noexcept {
+  {
+    std::lock_guard lock(holds_mutex_);
+    if (hold->lost) return;
+    hold->lost = true;
+  }
+  hold->lost_source.request_stop();
+  if (options_.on_lock_lost) {
+    try {
+      options_.on_lock_lost(lock_loss{hold->name, hold->owner, reason});
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the contract drops them
+    }
+  }
+}
+
+void redlock::impl::run_watchdog() {
+  std::unique_lock lock(holds_mutex_);
+  while (!stopping_) {
+    const auto now = clock::now();
+    auto next = now + std::chrono::hours(1);
+    std::vector<std::shared_ptr<redlock_hold>> due, expired, unconfirmed;
+    for (auto& [key, hold] : holds_) {
+      if (hold->lost) continue;
+      if (hold->valid_until <= now) {
+        (hold->watchdog ? unconfirmed : expired).push_back(hold);
+        continue;
+      }
+      next = std::min(next, hold->valid_until);
+      if (hold->watchdog) {
+        if (hold->next_renewal <= now) {
+          due.push_back(hold);
+        } else {
+          next = std::min(next, hold->next_renewal);
+        }
+      }
+    }
+    if (due.empty() && expired.empty() && unconfirmed.empty()) {
+      watchdog_wake_.wait_until(lock, next);
+      continue;
+    }
+    lock.unlock();
+    for (const auto& hold : expired)
+      report_loss(hold, lock_loss_reason::lease_expired);
+    for (const auto& hold : unconfirmed)
+      report_loss(hold, lock_loss_reason::unconfirmed);
+    if (!due.empty()) renew(std::move(due));
+    lock.lock();
+  }
+}
+
+void redlock::impl::renew(std::vector<std::shared_ptr<redlock_hold>> due) {
+  std::vector<std::string> keys, args;
+  args.push_back(std::to_string(options_.watchdog_timeout.count()));
+  auto earliest_end = clock::time_point::max();
+  {
+    std::lock_guard lock(holds_mutex_);
+    for (const auto& hold : due) {
+      keys.push_back(hold->name);
+      args.push_back(hold->value);
+      earliest_end = std::min(earliest_end, hold->valid_until);
+    }
+  }
+  const auto start = clock::now();
+  const milliseconds lease = options_.watchdog_timeout;
+  std::shared_ptr<quorum::fan_out> calls;
+  try {
+    calls = send(all_masters(), renew_script(), keys, args);
+  } catch (const error&) {
+    return;  // stopped
+  }
+  const auto answers = calls->wait(
+      std::min(start + options_.request_timeout, earliest_end),
+      [](const quorum::fan_out::answers& a) {
+        return std::all_of(a.begin(), a.end(), [](const auto& r) { return r.has_value(); });
+      });
+  const auto now = clock::now();
+  const auto validity_end = start + lease - drift_of(lease);
+  std::vector<std::shared_ptr<redlock_hold>> gone;
+  {
+    std::lock_guard lock(holds_mutex_);
+    for (std::size_t j = 0; j < due.size(); ++j) {
+      std::size_t confirmed = 0, denied = 0;
+      for (const auto& r : answers) {
+        if (!r) continue;
+        if (r->is_array() && r->elements.size() == due.size() && r->elements[j].integer == 1) {
+          ++confirmed;
+        } else if (r->is_array()) {
+          ++denied;
+        }
+      }
+      auto& hold = due[j];
+      if (confirmed >= quorum_ && now < validity_end) {
+        hold->valid_until = validity_end;
+        hold->next_renewal = start + lease / 3;
+      } else if (denied > size_ - quorum_) {
+        gone.push_back(hold);  // a majority says it is not ours: no retry can bring it back
+      } else {
+        // Not confirmed yet: try again soon; the hold ends at valid_until if nothing confirms.
+        hold->next_renewal = now + std::min<clock::duration>(lease / 10, std::chrono::seconds(1));
+      }
+    }
+  }
+  for (const auto& hold : gone)
+    report_loss(hold, lock_loss_reason::not_held);
+}
+
+// --- public API --------------------------------------------------------------------------------
+
+class redlock_mutex::state {
+ public:
+  state(std::shared_ptr<redlock::impl> owner, std::string lock_name)
+      : impl(std::move(owner)), name(std::move(lock_name)) {}
+  std::shared_ptr<redlock::impl> impl;
+  std::string name;
+};
+
+redlock::redlock(const std::vector<std::string>& urls, redlock_options options)
+    : impl_(std::make_shared<impl>(urls, std::move(options))) {
+  impl_->start_watchdog();
+}
+
+redlock::~redlock() {
+  impl_->stop();
+}
+
+redlock_mutex redlock::get_lock(std::string name) {
+  locks::validate_lock_name(name);
+  return redlock_mutex(std::make_shared<redlock_mutex::state>(impl_, std::move(name)));
+}
+
+std::size_t redlock::size() const noexcept {
+  return impl_->size_;
+}
+std::size_t redlock::quorum() const noexcept {
+  return impl_->quorum_;
+}
+const redlock_options& redlock::options() const noexcept {
+  return impl_->options_;
+}
+
+void redlock_mutex::lock() {
+  (void)acquire_for(to_steady(std::chrono::hours::max()), nullptr);
+}
+
+void redlock_mutex::lock(lease_time lease) {
+  const auto explicit_lease = lease.value();
+  (void)acquire_for(to_steady(std::chrono::hours::max()), &explicit_lease);
+}
+
+bool redlock_mutex::try_lock() {
+  return acquire_for(steady_clock::duration::zero(), nullptr);
+}
+
+bool redlock_mutex::acquire_for(steady_clock::duration wait,
+                                const std::chrono::milliseconds* lease) {
+  return state_->impl->acquire(state_->name, wait, lease);
+}
+
+std::error_code redlock_mutex::unlock_checked() noexcept {
+  return state_->impl->release(state_->name);
+}
+
+bool redlock_mutex::is_held_by_current_thread() const noexcept {
+  const auto hold = state_->impl->find(state_->name);
+  return hold.present && !hold.lost && clock::now() < hold.valid_until;
+}
+
+std::uint64_t redlock_mutex::fencing_token() const noexcept {
+  return state_->impl->find(state_->name).token;
+}
+
+std::stop_token redlock_mutex::stop_token() const noexcept {
+  return state_->impl->find(state_->name).stop;
+}
+
+std::chrono::milliseconds redlock_mutex::validity() const noexcept {
+  const auto hold = state_->impl->find(state_->name);
+  if (!hold.present || hold.lost) return milliseconds::zero();
+  return std::max(milliseconds::zero(),
+                  std::chrono::duration_cast<milliseconds>(hold.valid_until - clock::now()));
+}
+
+std::string redlock_mutex::owner_id() const {
+  return state_->impl->owner_of_current_thread();
+}
+
+const std::string& redlock_mutex::name() const noexcept {
+  return state_->name;
+}
+
+}  // namespace dlock

@@ -1,0 +1,509 @@
+// dlock::redlock against 5 real, independent redis-servers (and a sixth as the protected
+// resource): exclusion across processes, masters killed and slow, renewal, loss, fencing.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <latch>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "dlock/dlock.hpp"
+#include "support/child_process.hpp"
+#include "support/redis_fixture.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::redis_server;
+using dlock::test::unique_key;
+using clock_type = std::chrono::steady_clock;
+
+// Scheduling and loopback round trips under a loaded CI machine.
+constexpr auto kSlack = 1500ms;
+// How long a child process may take to print its result.
+constexpr auto kWorkerLimit = 90s;
+
+// TimedLockable, so std::unique_lock and std::scoped_lock work.
+static_assert(std::is_same_v<decltype(std::declval<dlock::redlock_mutex&>().try_lock()), bool>);
+static_assert(
+    std::is_same_v<decltype(std::declval<dlock::redlock_mutex&>().try_lock_for(1ms)), bool>);
+static_assert(
+    std::is_same_v<
+        decltype(std::declval<dlock::redlock_mutex&>().try_lock_until(clock_type::now())), bool>);
+
+class RedlockTest : public ::testing::Test {
+ protected:
+  static constexpr std::size_t kMasters = 5;
+
+  void SetUp() override {
+    for (std::size_t i = 0; i < kMasters; ++i)
+      masters_.push_back(std::make_unique<redis_server>());
+  }
+
+  std::vector<std::string> urls() const {
+    std::vector<std::string> out;
+    for (const auto& m : masters_)
+      out.push_back(m->url());
+    return out;
+  }
+  // How many masters (of those running) hold `key`.
+  int holding(const std::string& key) const {
+    int n = 0;
+    for (const auto& m : masters_) {
+      if (m->running() && m->cli({"EXISTS", key}) == "1") ++n;
+    }
+    return n;
+  }
+
+  std::vector<std::unique_ptr<redis_server>> masters_;
+};
+
+TEST_F(RedlockTest, RefusesBadInput) {
+  const auto expect_invalid = [](const std::vector<std::string>& u, dlock::redlock_options o = {}) {
+    try {
+      dlock::redlock rl{u, std::move(o)};
+      ADD_FAILURE() << "accepted";
+    } catch (const dlock::error& e) {
+      EXPECT_EQ(e.code(), dlock::errc::invalid_argument) << e.what();
+    }
+  };
+  expect_invalid({});
+  expect_invalid({masters_[0]->url(), masters_[1]->url(), masters_[0]->url()});
+  expect_invalid({"redis://127.0.0.1:7000,127.0.0.1:7001", masters_[0]->url()});
+  expect_invalid({"http://x"});
+  expect_invalid(urls(), {.watchdog_timeout = 0ms, .on_lock_lost = {}});
+  expect_invalid(urls(), {.request_timeout = 0ms, .on_lock_lost = {}});
+
+  dlock::redlock rl{urls()};
+  EXPECT_THROW((void)rl.get_lock(""), dlock::error);
+  dlock::redlock_mutex m = rl.get_lock(unique_key("lock"));
+  EXPECT_THROW(m.lock(dlock::lease_time(0ms)), dlock::error);
+
+  // An even number is allowed: 4 masters need 3.
+  dlock::redlock even{
+      {masters_[0]->url(), masters_[1]->url(), masters_[2]->url(), masters_[3]->url()}};
+  EXPECT_EQ(even.size(), 4U);
+  EXPECT_EQ(even.quorum(), 3U);
+  EXPECT_EQ(rl.quorum(), 3U);
+}
+
+TEST_F(RedlockTest, HoldsOnEveryMasterAndReleasesOnAll) {
+  dlock::redlock rl{urls()};
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex m = rl.get_lock(name);
+  EXPECT_FALSE(m.is_held_by_current_thread());
+  EXPECT_EQ(m.fencing_token(), 0U);
+  EXPECT_FALSE(m.stop_token().stop_possible());
+
+  m.lock();
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  EXPECT_GT(m.fencing_token(), 0U);
+  EXPECT_GT(m.validity(), 29s);
+  // The same value on all 5: "<owner>:<nonce>", node-redlock's and redsync's key format.
+  const std::string value = masters_[0]->cli({"GET", name});
+  EXPECT_EQ(value.rfind(m.owner_id() + ":", 0), 0U) << value;
+  for (const auto& s : masters_)
+    EXPECT_EQ(s->cli({"GET", name}), value);
+  // The token (the largest granted) is written back to the majority whose grants made the hold
+  // (after lock() returned). A master that granted after the majority was reached keeps its own
+  // token, which may be larger: later majorities' tokens are larger still.
+  const auto counters_at_token = [&] {
+    int n = 0;
+    for (const auto& s : masters_) {
+      const std::string counter = s->cli({"GET", "dlock:fence:{" + name + "}"});
+      n += counter == std::to_string(m.fencing_token()) ? 1 : 0;
+    }
+    return n;
+  };
+  EXPECT_TRUE(dlock::test::eventually([&] { return counters_at_token() >= 3; }));
+
+  // Not reentrant: a clear error, and the hold is kept.
+  try {
+    m.lock();
+    ADD_FAILURE() << "re-lock succeeded";
+  } catch (const dlock::error& e) {
+    EXPECT_EQ(e.code(), dlock::errc::would_deadlock) << e.what();
+  }
+  EXPECT_TRUE(m.is_held_by_current_thread());
+
+  // Another redlock (another "process") cannot take it.
+  dlock::redlock other{urls()};
+  std::thread([&] { EXPECT_FALSE(other.get_lock(name).try_lock()); }).join();
+  EXPECT_EQ(holding(name), 5);
+
+  const std::uint64_t first_token = m.fencing_token();
+  EXPECT_EQ(m.unlock_checked(), std::error_code{});
+  EXPECT_EQ(m.unlock_checked(), dlock::errc::not_owner);
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+  {
+    std::unique_lock guard{m};
+    EXPECT_GT(m.fencing_token(), first_token);
+  }
+}
+
+TEST_F(RedlockTest, WaiterWakesOnUnlockMessageNotLeaseEnd) {
+  dlock::redlock holder_side{urls()}, waiter_side{urls()};
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex held = holder_side.get_lock(name);
+  held.lock();  // 30 s watchdog lease: a waiter that did not hear the unlock would wait 30 s
+  std::promise<clock_type::time_point> acquired_at;
+  std::latch waiting{1};
+  std::thread waiter([&] {
+    dlock::redlock_mutex m = waiter_side.get_lock(name);
+    waiting.count_down();
+    const bool got = m.try_lock_for(10s);
+    acquired_at.set_value(clock_type::now());
+    EXPECT_TRUE(got);
+    if (got) m.unlock();
+  });
+  waiting.wait();
+  // The waiter listens on every master once its first attempt failed.
+  const std::string channel = "dlock:plain_unlock:{" + name + "}";
+  for (const auto& s : masters_) {
+    EXPECT_TRUE(dlock::test::eventually([&] {
+      return s->cli({"PUBSUB", "NUMSUB", channel}) == channel + "\n1";
+    }));
+  }
+  const auto released_at = clock_type::now();
+  held.unlock();
+  const auto got_at = acquired_at.get_future().get();
+  waiter.join();
+  EXPECT_LT(got_at - released_at, kSlack);
+}
+
+TEST_F(RedlockTest, ExactCountFromFourProcesses) {
+  redis_server resource;
+  const std::string name = unique_key("count");
+  constexpr int kProcesses = 4, kThreads = 2, kIterations = 40;
+  std::vector<std::unique_ptr<dlock::test::child_process>> workers;
+  for (int p = 0; p < kProcesses; ++p) {
+    std::vector<std::string> argv{
+        DLOCK_TEST_REDLOCK_WORKER,  "count", resource.url(), name, std::to_string(kThreads),
+        std::to_string(kIterations)};
+    for (const auto& u : urls())
+      argv.push_back(u);
+    workers.push_back(std::make_unique<dlock::test::child_process>(argv));
+  }
+  for (auto& w : workers) {
+    EXPECT_EQ(w->read_line(kWorkerLimit), "ready");
+    EXPECT_EQ(w->read_line(kWorkerLimit), "result 0");  // tokens strictly increasing
+  }
+  EXPECT_EQ(resource.cli({"GET", name + ":counter"}),
+            std::to_string(kProcesses * kThreads * kIterations));
+  EXPECT_EQ(holding(name), 0);
+}
+
+TEST_F(RedlockTest, EightThreadsInTwoRedlocksDoNotLivelock) {
+  redis_server resource;
+  dlock::client counter{resource.url()};
+  dlock::redlock a{urls()}, b{urls()};
+  const std::string name = unique_key("contended");
+  constexpr int kThreads = 8, kIterations = 25;
+  std::atomic<int> inside{0}, violations{0};
+  const auto started = clock_type::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      dlock::redlock_mutex m = (t % 2 == 0 ? a : b).get_lock(name);
+      for (int i = 0; i < kIterations; ++i) {
+        std::unique_lock guard{m};
+        if (inside.fetch_add(1) != 0) ++violations;
+        const dlock::reply v = counter.command({"GET", name});
+        counter.command({"SET", name, std::to_string((v.is_nil() ? 0 : std::stoll(v.str)) + 1)});
+        inside.fetch_sub(1);
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(counter.command({"GET", name}).str, std::to_string(kThreads * kIterations));
+  // 200 hand-offs of a few round trips each: far below this unless the votes split forever.
+  EXPECT_LT(clock_type::now() - started, 30s);
+}
+
+TEST_F(RedlockTest, TwoMastersKilledStillWorks) {
+  masters_[0]->kill();
+  masters_[3]->kill();
+  redis_server resource;
+  dlock::client counter{resource.url()};
+  dlock::redlock a{urls()}, b{urls()};
+  const std::string name = unique_key("lock");
+  std::atomic<int> inside{0}, violations{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      dlock::redlock_mutex m = (t % 2 == 0 ? a : b).get_lock(name);
+      for (int i = 0; i < 20; ++i) {
+        ASSERT_TRUE(m.try_lock_for(20s));
+        if (inside.fetch_add(1) != 0) ++violations;
+        counter.command({"INCR", name});
+        inside.fetch_sub(1);
+        m.unlock();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(counter.command({"GET", name}).str, "80");
+}
+
+TEST_F(RedlockTest, ThreeMastersKilledFailsCleanlyWithinItsWait) {
+  dlock::redlock rl{urls(), {.request_timeout = 200ms, .on_lock_lost = {}}};
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex m = rl.get_lock(name);
+  ASSERT_TRUE(m.try_lock());  // connections established
+  m.unlock();
+  ASSERT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+  for (std::size_t i : {0, 2, 4})
+    masters_[i]->kill();
+
+  constexpr auto kWait = 500ms;
+  const auto started = clock_type::now();
+  EXPECT_FALSE(m.try_lock_for(kWait));
+  // An attempt begun just before the end may take one request_timeout more.
+  EXPECT_LT(clock_type::now() - started, kWait + 200ms + kSlack);
+  EXPECT_FALSE(m.is_held_by_current_thread());
+  // Every partial grant was released before try_lock_for returned.
+  EXPECT_EQ(masters_[1]->cli({"EXISTS", name}), "0");
+  EXPECT_EQ(masters_[3]->cli({"EXISTS", name}), "0");
+}
+
+TEST_F(RedlockTest, MastersSlowerThanTheValidityDoNotGrant) {
+  // Replies later than the validity (lease - drift) do not count, however long request_timeout is.
+  dlock::redlock rl{urls(), {.request_timeout = 5000ms, .on_lock_lost = {}}};
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex m = rl.get_lock(name);
+  ASSERT_TRUE(m.try_lock());
+  m.unlock();
+  ASSERT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+
+  constexpr auto kLease = 600ms;
+  constexpr auto kSleep = 3s;
+  std::vector<std::unique_ptr<dlock::client>> sleepers, probes;
+  for (std::size_t i : {0, 1, 2}) {
+    dlock::client_options o = dlock::client_options::from_url(masters_[i]->url());
+    o.request_timeout = 10s;
+    sleepers.push_back(std::make_unique<dlock::client>(o));
+    sleepers.back()->command({"PING"});
+    o.request_timeout = 100ms;
+    probes.push_back(std::make_unique<dlock::client>(o));
+    probes.back()->command({"PING"});
+  }
+  std::vector<std::future<dlock::reply>> sleeping;
+  for (auto& c : sleepers)
+    sleeping.push_back(c->async_command({"DEBUG", "SLEEP", "3"}));
+  // A server is asleep once a PING on its open connection goes unanswered.
+  for (auto& probe : probes) {
+    EXPECT_TRUE(dlock::test::eventually([&] {
+      try {
+        probe->command({"PING"});
+        return false;
+      } catch (const dlock::error&) {
+        return true;
+      }
+    }));
+  }
+  const auto started = clock_type::now();
+  EXPECT_FALSE(m.try_lock_for(0ms, dlock::lease_time(kLease)));
+  const auto took = clock_type::now() - started;
+  EXPECT_LT(took, kSleep);  // gave up at the validity's end, not at request_timeout
+  EXPECT_FALSE(m.is_held_by_current_thread());
+  for (auto& f : sleeping)
+    EXPECT_EQ(f.get().str, "OK");
+  // The slow masters ran the SET after their sleep, then the release queued behind it.
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+}
+
+TEST_F(RedlockTest, RenewalKeepsAThreeSecondLeaseForTenSeconds) {
+  dlock::redlock rl{urls(), {.watchdog_timeout = 3s, .on_lock_lost = {}}};
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex m = rl.get_lock(name);
+  m.lock();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool lost = false;
+  std::stop_callback on_lost(m.stop_token(), [&] {
+    std::lock_guard l(mu);
+    lost = true;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock l(mu);
+    EXPECT_FALSE(cv.wait_for(l, 10s, [&] { return lost; }));
+  }
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  EXPECT_GT(m.validity(), 1s);
+  for (const auto& s : masters_)
+    EXPECT_GT(std::stoll(s->cli({"PTTL", name})), 1000);
+  m.unlock();
+}
+
+TEST_F(RedlockTest, LosingTheMajorityWhileHeldReportsTheLoss) {
+  std::promise<dlock::lock_loss> reported;
+  dlock::redlock rl{urls(),
+                    {.watchdog_timeout = 1500ms,
+                     .request_timeout = 200ms,
+                     .on_lock_lost = [&](const dlock::lock_loss& l) { reported.set_value(l); }}};
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex m = rl.get_lock(name);
+  m.lock();
+  const std::stop_token lost = m.stop_token();
+  const auto killed_at = clock_type::now();
+  for (std::size_t i : {1, 2, 3})
+    masters_[i]->kill();
+  auto future = reported.get_future();
+  ASSERT_EQ(future.wait_for(1500ms + kSlack), std::future_status::ready);
+  const dlock::lock_loss loss = future.get();
+  EXPECT_LT(clock_type::now() - killed_at, 1500ms + kSlack);
+  EXPECT_EQ(loss.name, name);
+  EXPECT_EQ(loss.owner, m.owner_id());
+  EXPECT_EQ(loss.reason, dlock::lock_loss_reason::unconfirmed);
+  EXPECT_TRUE(lost.stop_requested());
+  EXPECT_FALSE(m.is_held_by_current_thread());
+  EXPECT_EQ(m.unlock_checked(), dlock::errc::lock_lost);
+}
+
+TEST_F(RedlockTest, ExplicitLeaseEndsWithoutRenewal) {
+  std::promise<dlock::lock_loss> reported;
+  dlock::redlock rl{urls(),
+                    {.on_lock_lost = [&](const dlock::lock_loss& l) { reported.set_value(l); }}};
+  dlock::redlock_mutex m = rl.get_lock(unique_key("lock"));
+  m.lock(dlock::lease_time(500ms));
+  EXPECT_LE(m.validity(), 500ms);
+  auto future = reported.get_future();
+  ASSERT_EQ(future.wait_for(500ms + kSlack), std::future_status::ready);
+  EXPECT_EQ(future.get().reason, dlock::lock_loss_reason::lease_expired);
+  EXPECT_EQ(m.unlock_checked(), dlock::errc::lock_lost);
+}
+
+TEST_F(RedlockTest, FencingTokensIncreaseAcrossProcessesWhileMinorityRestarts) {
+  redis_server resource;
+  const std::string name = unique_key("fenced");
+  // Enough work to outlast the fault schedule below (about 3 s on a loaded 2-core machine).
+  constexpr int kProcesses = 2, kThreads = 2, kIterations = 600;
+  std::vector<std::unique_ptr<dlock::test::child_process>> workers;
+  for (int p = 0; p < kProcesses; ++p) {
+    std::vector<std::string> argv{
+        DLOCK_TEST_REDLOCK_WORKER,  "count", resource.url(), name, std::to_string(kThreads),
+        std::to_string(kIterations)};
+    for (const auto& u : urls())
+      argv.push_back(u);
+    workers.push_back(std::make_unique<dlock::test::child_process>(argv));
+  }
+  for (auto& w : workers)
+    ASSERT_EQ(w->read_line(kWorkerLimit), "ready");
+  // At most 2 of the 5 down at any time, each restarted empty (no persistence).
+  for (const auto& pair : {std::pair{0, 1}, {2, 3}, {4, 0}, {1, 2}}) {
+    masters_[pair.first]->kill();
+    masters_[pair.second]->kill();
+    std::this_thread::sleep_for(300ms);  // the fault schedule, not a synchronisation
+    masters_[pair.first]->start();
+    masters_[pair.second]->start();
+  }
+  // The schedule ran while the workers worked (else it tested nothing).
+  EXPECT_NE(resource.cli({"GET", name + ":counter"}),
+            std::to_string(kProcesses * kThreads * kIterations));
+  for (auto& w : workers)
+    EXPECT_EQ(w->read_line(kWorkerLimit), "result 0");
+  EXPECT_EQ(resource.cli({"GET", name + ":counter"}),
+            std::to_string(kProcesses * kThreads * kIterations));
+}
+
+}  // namespace
+
+// node-redlock keeps the same data (a string at the name, set with NX PX on each master), so its
+// Redlock and dlock's exclude each other on the same masters.
+TEST_F(RedlockTest, NodeRedlockAndDlockExcludeEachOther) {
+  const std::string baselines = DLOCK_BASELINES_DIR;
+  if (!std::filesystem::exists(baselines + "/node_modules/redlock")) {
+    GTEST_SKIP() << "node-redlock is not installed: run `npm ci --prefix bench/baselines`";
+  }
+  const std::string node = "/usr/bin/node";
+  if (!std::filesystem::exists(node)) GTEST_SKIP() << "no " << node;
+  std::vector<std::string> three{masters_[0]->url(), masters_[1]->url(), masters_[2]->url()};
+  const std::string ports = std::to_string(masters_[0]->port()) + "," +
+                            std::to_string(masters_[1]->port()) + "," +
+                            std::to_string(masters_[2]->port());
+  const std::string name = unique_key("interop");
+  const auto node_argv = [&](const std::string& scenario) {
+    return std::vector<std::string>{node,         baselines + "/redlock_lock.mjs",
+                                    "--ports",    ports,
+                                    "--key",      name,
+                                    "--scenario", scenario,
+                                    "--hold-ms",  "1000"};
+  };
+  dlock::redlock rl{three};
+  dlock::redlock_mutex m = rl.get_lock(name);
+
+  // dlock holds: node-redlock is refused.
+  m.lock();
+  {
+    dlock::test::child_process attempt(node_argv("try"));
+    EXPECT_EQ(attempt.read_line(20s), "refused");
+  }
+  m.unlock();
+  ASSERT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+
+  // node-redlock holds: dlock is refused, then gets it once node-redlock released (it publishes
+  // nothing: dlock re-checks a foreign holder at least every 100 ms).
+  dlock::test::child_process holder(node_argv("hold"));
+  ASSERT_EQ(holder.read_line(20s), "locked");
+  EXPECT_FALSE(m.try_lock());
+  EXPECT_TRUE(m.try_lock_for(10s));
+  EXPECT_EQ(holder.read_line(5s), "released");
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  m.unlock();
+}
+
+#ifdef DLOCK_CLI
+// `dlock exec` with --redis repeated runs the command under a Redlock over those masters.
+TEST_F(RedlockTest, CliExecWithRepeatedRedisIsRedlock) {
+  const std::string name = unique_key("cli");
+  std::vector<std::string> argv{DLOCK_CLI};
+  for (const auto& u : urls()) {
+    argv.push_back("--redis");
+    argv.push_back(u);
+  }
+  const auto exec = [&](std::vector<std::string> tail) {
+    std::vector<std::string> a = argv;
+    a.insert(a.end(), tail.begin(), tail.end());
+    return dlock::tools::run_command(a, 30s);
+  };
+  // The command sees its token, and the lock is on every master while it runs.
+  const auto ran = exec({"exec", name, "--", "sh", "-c",
+                         "echo $DLOCK_TOKEN; redis-cli -p " + std::to_string(masters_[4]->port()) +
+                             " EXISTS " + name});
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_GT(ran.out.size(), 2U) << ran.out;
+  EXPECT_NE(ran.out.find("\n1"), std::string::npos) << ran.out;
+  EXPECT_EQ(holding(name), 0);
+
+  // Held by the library: -n gives up at once with the conflict status.
+  dlock::redlock rl{urls()};
+  dlock::redlock_mutex m = rl.get_lock(name);
+  m.lock();
+  const auto refused = exec({"exec", "-n", name, "--", "true"});
+  EXPECT_EQ(refused.exit_code, 75) << refused.err;
+  m.unlock();
+
+  // The same server twice is a usage error.
+  const auto duplicate =
+      dlock::tools::run_command({DLOCK_CLI, "--redis", masters_[0]->url(), "--redis",
+                                 masters_[0]->url(), "exec", name, "--", "true"});
+  EXPECT_EQ(duplicate.exit_code, 64) << duplicate.err;
+  // Only exec takes several.
+  const auto status = dlock::tools::run_command(
+      {DLOCK_CLI, "--redis", masters_[0]->url(), "--redis", masters_[1]->url(), "status", name});
+  EXPECT_EQ(status.exit_code, 64) << status.err;
+}
+#endif
