@@ -16,15 +16,15 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 
 set(_dlock_soversion ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libdlock-dev)
-set(CPACK_COMPONENT_DEV_DESCRIPTION
+set(CPACK_DEBIAN_DEV_DESCRIPTION
     "C++20 distributed locks on Redis: development files\n Headers, the library, a CMake package (find_package(dlock)) and dlock.pc for pkg-config.")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libdlock${_dlock_soversion})
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
-set(CPACK_COMPONENT_RUNTIME_DESCRIPTION
+set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
     "C++20 distributed locks on Redis: shared library\n libdlock.so.${_dlock_soversion}.")
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME dlock)
 set(CPACK_DEBIAN_CLI_PACKAGE_SECTION utils)
-set(CPACK_COMPONENT_CLI_DESCRIPTION
+set(CPACK_DEBIAN_CLI_DESCRIPTION
     "Run a command under a distributed lock on Redis\n dlock exec, status, unlock --force, ping, metrics and demos.")
 
 # The headers need a C++20 compiler's standard library only; a static libdlock also needs OpenSSL
