@@ -63,44 +63,7 @@ CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 cmake --build build/fuzz --target dlock_fuzz_resp
 ctest --test-dir build/fuzz --output-on-failure -L fuzz
 
-# The packages as a user gets them: built by CPack from the normal build's tree, installed with
-# apt-get, used from a separate project through CMake and through pkg-config, and the packaged
-# command run against a private redis-server (a unix socket: no port to collide with). Packages
-# that this step installed are purged afterwards, so a developer's machine is left as it was.
 step "Debian packages: install, build tests/consumer with CMake and pkg-config, dlock ping"
-work=$(mktemp -d)
-redis_pid=""
-cleanup() {
-  [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-(cd build/test && cpack -G DEB -B "$work/debs" >/dev/null)
-debs=("$work"/debs/*.deb)
-printf '  %s\n' "${debs[@]##*/}"
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-preinstalled=$(dpkg-query -W -f='${Package} ${Status}\n' dlock libdlock-dev 2>/dev/null |
-  grep -c "install ok installed" || true)
-$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${debs[@]}" >/dev/null
-cmake -S tests/consumer -B "$work/consumer-cmake" -G Ninja >/dev/null
-cmake --build "$work/consumer-cmake" >/dev/null
-# shellcheck disable=SC2046  # pkg-config's output is a list of flags
-c++ -std=c++20 -o "$work/consumer-pkg-config" tests/consumer/main.cpp $(pkg-config --cflags --libs dlock)
-redis-server --port 0 --unixsocket "$work/redis.sock" --unixsocketperm 700 --dir "$work" \
-  --save '' --appendonly no >"$work/redis.log" 2>&1 &
-redis_pid=$!
-# No event announces readiness to a shell: poll the socket, bounded (5 s).
-for _ in $(seq 50); do
-  redis-cli -s "$work/redis.sock" ping >/dev/null 2>&1 && break
-  sleep 0.1
-done
-url="unix://$work/redis.sock"
-/usr/bin/dlock --redis "$url" ping
-"$work/consumer-cmake/consumer" "$url"
-"$work/consumer-pkg-config" "$url"
-if [ "$preinstalled" -eq 0 ]; then
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq dlock libdlock-dev >/dev/null
-fi
+bash scripts/package-check.sh build/test
 
 step "all tests passed"
