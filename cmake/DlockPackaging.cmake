@@ -5,8 +5,11 @@
 # Run-time dependencies of binaries come from dpkg-shlibdeps; libdlock-dev's are listed here.
 set(CPACK_PACKAGE_NAME dlock)
 set(CPACK_PACKAGE_VENDOR "dlock")
-set(CPACK_PACKAGE_CONTACT "dlock maintainers <dlock@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+# A placeholder: set the real one when configuring (-DCPACK_PACKAGE_CONTACT="Name <mail>").
+if(NOT CPACK_PACKAGE_CONTACT)
+  set(CPACK_PACKAGE_CONTACT "dlock maintainers <dlock@localhost>")
+endif()
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "C++20 distributed locks on Redis")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
@@ -17,15 +20,15 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(_dlock_soversion ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libdlock-dev)
 set(CPACK_DEBIAN_DEV_DESCRIPTION
-    "C++20 distributed locks on Redis: development files\n Headers, the library, a CMake package (find_package(dlock)) and dlock.pc for pkg-config.")
+    "Development files: headers, the library, a CMake package\n(find_package(dlock)) and dlock.pc for pkg-config.")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libdlock${_dlock_soversion})
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
-    "C++20 distributed locks on Redis: shared library\n libdlock.so.${_dlock_soversion}.")
+    "The shared library libdlock.so.${_dlock_soversion}.")
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME dlock)
 set(CPACK_DEBIAN_CLI_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_CLI_DESCRIPTION
-    "Run a command under a distributed lock on Redis\n dlock exec, status, unlock --force, ping, metrics and demos.")
+    "The dlock command: run a command under a lock (dlock exec), inspect\nand break locks, ping, metrics and demos.")
 
 # The headers need a C++20 compiler's standard library only; a static libdlock also needs OpenSSL
 # and the config file asks for it (find_dependency(OpenSSL)).

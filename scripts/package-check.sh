@@ -25,19 +25,22 @@ trap cleanup EXIT
 
 (cd "$build" && cpack -G DEB -B "$work/debs" >/dev/null)
 debs=("$work"/debs/*.deb)
+packages=()
 for deb in "${debs[@]}"; do
+  packages+=("$(dpkg-deb -f "$deb" Package)")
   printf '  %s: %s\n' "${deb##*/}" "$(dpkg-deb -f "$deb" Depends)"
 done
 
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
-preinstalled=$(dpkg-query -W -f='${Status}\n' dlock libdlock-dev 2>/dev/null |
+preinstalled=$(dpkg-query -W -f='${Status}\n' "${packages[@]}" 2>/dev/null |
   grep -c "install ok installed" || true)
 $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   "${debs[@]}" >/dev/null
 purge() {
-  [ "$preinstalled" -eq 0 ] &&
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq dlock libdlock-dev >/dev/null
+  if [ "$preinstalled" -eq 0 ]; then
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "${packages[@]}" >/dev/null
+  fi
   cleanup
 }
 trap purge EXIT

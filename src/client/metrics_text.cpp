@@ -122,8 +122,8 @@ std::string_view deployment_name(deployment_kind kind) {
 
 }  // namespace
 
-std::string metrics_text(const locks::lock_counters& c, const routing_metrics& routing) {
-  writer w(c);
+std::string metrics_text(const locks::lock_counters& counters, const routing_metrics& routing) {
+  writer w(counters);
   using t = lock_type_counters;
   w.per_type("dlock_lock_acquisitions_total", "First holds taken, blocking and asynchronous.",
              [](const t& x) { return x.acquired.load(); });
@@ -138,7 +138,7 @@ std::string metrics_text(const locks::lock_counters& c, const routing_metrics& r
 
   w.family("dlock_lock_losses_total", "counter",
            "Holds lost (stop_token stopped, on_lock_lost called), by reason.");
-  c.for_each_type([&](const t& x) {
+  counters.for_each_type([&](const t& x) {
     for (std::size_t r = 0; r < locks::loss_reason_count; ++r) {
       const auto reason = locks::loss_reason_name(static_cast<lock_loss_reason>(r));
       w.sample("dlock_lock_losses_total",
@@ -170,10 +170,10 @@ std::string metrics_text(const locks::lock_counters& c, const routing_metrics& r
 
   w.family("dlock_watchdog_scripts_total", "counter",
            "Watchdog renewal scripts sent (each renews many leases).");
-  w.sample("dlock_watchdog_scripts_total", "", c.renewal_scripts.load());
+  w.sample("dlock_watchdog_scripts_total", "", counters.renewal_scripts.load());
 
-  const std::uint64_t ups = c.links_up.load();
-  const std::uint64_t losses = c.links_lost.load();
+  const std::uint64_t ups = counters.links_up.load();
+  const std::uint64_t losses = counters.links_lost.load();
   w.family("dlock_connections_up", "gauge", "Command connections to Redis currently up.");
   w.sample("dlock_connections_up", "", ups > losses ? ups - losses : 0);
   w.family("dlock_connects_total", "counter",
@@ -183,7 +183,7 @@ std::string metrics_text(const locks::lock_counters& c, const routing_metrics& r
   w.sample("dlock_connection_losses_total", "", losses);
   w.family("dlock_reconnects_total", "counter",
            "Command connections established again after one broke.");
-  w.sample("dlock_reconnects_total", "", c.links_recovered.load());
+  w.sample("dlock_reconnects_total", "", counters.links_recovered.load());
 
   w.family("dlock_deployment", "gauge",
            "The deployment found: 1 for its kind (unknown until a server answers), 0 for others.");

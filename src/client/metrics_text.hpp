@@ -12,6 +12,6 @@
 
 namespace dlock::detail {
 
-std::string metrics_text(const locks::lock_counters& locks, const routing_metrics& routing);
+std::string metrics_text(const locks::lock_counters& counters, const routing_metrics& routing);
 
 }  // namespace dlock::detail
