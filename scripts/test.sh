@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's second command and what CI runs: install what is missing, check formatting, then
-# build and run every test twice (a normal build and an ASan+UBSan build), and prove that an
-# installed dlock works from a separate CMake project.
+# build and run every test twice (a normal build and an ASan+UBSan build), and prove that the
+# Debian packages install and work from a separate project (CMake and pkg-config).
 #
 #   bash scripts/test.sh              everything
 #   DLOCK_TEST_LABELS=unit bash ...   only tests with that CTest label (unit, integration, cluster,
@@ -63,12 +63,7 @@ CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 cmake --build build/fuzz --target dlock_fuzz_resp
 ctest --test-dir build/fuzz --output-on-failure -L fuzz
 
-step "installed package: find_package(dlock) from a separate project"
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
-cmake --install build/test --prefix "$prefix" >/dev/null
-cmake -S tests/consumer -B "$prefix/consumer-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build "$prefix/consumer-build"
-"$prefix/consumer-build/consumer"
+step "Debian packages: install, build tests/consumer with CMake and pkg-config, dlock ping"
+bash scripts/package-check.sh build/test
 
 step "all tests passed"

@@ -109,6 +109,14 @@ class client {
   // requests met (no I/O; thread-safe).
   dlock::routing_metrics routing_metrics() const noexcept;
 
+  // client::metrics_text()
+  // Every metric of this client in the Prometheus text exposition format (version 0.0.4): lock
+  // counters and wait/hold-time histograms per lock type (label `type`, e.g. "reentrant"),
+  // losses by reason, connection state and reconnects, routing. Names start with `dlock_`; no
+  // label per lock name, so the number of series stays bounded. Serve it from your /metrics
+  // handler; the table is in docs/operating.md. No I/O; thread-safe; throws only std::bad_alloc.
+  std::string metrics_text() const;
+
   const client_options& options() const noexcept;
 
  private:

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "dlock/lock_options.hpp"
+#include "dlock/log.hpp"
 
 namespace dlock {
 
@@ -83,6 +84,13 @@ struct client_options {
 
   // The settings of this client's locks: watchdog lease, loss callback (dlock/lock_options.hpp).
   lock_options locks;
+
+  // Operational events (connection lost and recovered, topology changes, lost holds, slow
+  // acquisitions) as structured records; see dlock/log.hpp. Empty (the default): silent.
+  log_handler on_log;
+  // An acquisition that takes at least this long to get its lock is logged as "slow acquisition"
+  // (also counted in the dlock_lock_wait_seconds histogram). Zero: never logged.
+  std::chrono::milliseconds slow_acquisition{1000};
 
   // Deprecated: the milestone-1 names of locks.watchdog_timeout and locks.on_lock_lost, kept so
   // old code compiles. When set (non-zero, non-empty) they override `locks`; client::options()

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <thread>
 
+#include "client/metrics_text.hpp"
+#include "core/log_sink.hpp"
 #include "core/process.hpp"
 #include "locks/engine/lock_engine.hpp"
 #include "locks/handles/handle_state.hpp"
@@ -75,9 +77,12 @@ struct client::impl {
         tls_context(options.tls.enabled ? net::make_tls_context(options.tls) : nullptr),
         work(asio::make_work_guard(io)),
         router(io, make_topology(io, options, tls_context)),
-        locks(locks::lock_engine::create(io, router, options.locks, options.request_timeout)),
+        locks(locks::lock_engine::create(io, router, options.locks, options.request_timeout,
+                                         core::log_sink(options.on_log), options.slow_acquisition)),
         io_thread([this] { io.run(); }) {
     locks->io().set_io_thread(io_thread.get_id());
+    // Every lock type shows in metrics_text() from the start, with zeros.
+    (void)locks->counters().of(reentrant().kind());
   }
 
   ~impl() {
@@ -121,6 +126,9 @@ client::client(client_options options) {
     throw error(errc::invalid_argument,
                 "locks.replica_timeout must be positive when min_replicas is set (WAIT 0 would "
                 "wait for ever)");
+  }
+  if (options.slow_acquisition.count() < 0) {
+    throw error(errc::invalid_argument, "slow_acquisition must not be negative (zero: no log)");
   }
   for (const server_address& a : options.more_hosts) {
     if (a.host.empty() || a.port == 0)
@@ -207,6 +215,10 @@ dlock::lock_metrics client::lock_metrics() const noexcept {
 
 dlock::routing_metrics client::routing_metrics() const noexcept {
   return impl_->router.metrics();
+}
+
+std::string client::metrics_text() const {
+  return detail::metrics_text(impl_->locks->counters(), impl_->router.metrics());
 }
 
 mutex client::get_lock(std::string name) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/hash_slot.hpp"
+#include "core/log_sink.hpp"
 #include "dlock/error.hpp"
 
 namespace dlock::topology {
@@ -242,6 +243,7 @@ void deployment::on_probe(const reply& r) {
 }
 
 void deployment::apply(slot_map map) {
+  std::size_t master_count = 0;
   {
     std::unique_lock lock(mutex_);
     if (stopped_) return;
@@ -250,8 +252,14 @@ void deployment::apply(slot_map map) {
       masters.push_back(ensure_node(a).commands);
     map_ = std::move(map);
     masters_ = std::move(masters);
+    master_count = masters_.size();
     map_loads_.fetch_add(1, std::memory_order_relaxed);
     mode_.store(mode::cluster, std::memory_order_release);
+  }
+  if (options_.on_log) {
+    core::log_sink(options_.on_log)
+        .emit(log_level::info, "cluster map refreshed",
+              {{"masters", std::to_string(master_count)}});
   }
   resume_deferred();
   sharded_->relocate();

@@ -1,5 +1,6 @@
 #include "topology/sentinel.hpp"
 
+#include "core/log_sink.hpp"
 #include "dlock/error.hpp"
 
 namespace dlock::topology {
@@ -158,6 +159,12 @@ void sentinel::on_switch_message(std::string_view payload) {
   const auto space = payload.find(' ');
   if (payload.substr(0, space) != options_.sentinel.master_name) return;
   switches_seen_.fetch_add(1, std::memory_order_relaxed);
+  if (options_.on_log) {
+    core::log_sink(options_.on_log)
+        .emit(log_level::warning, "master switched",
+              {{"master", options_.sentinel.master_name},
+               {"switch", std::string(payload.substr(space + 1))}});
+  }
   follow("the sentinels switched master '" + options_.sentinel.master_name +
          "': " + std::string(payload.substr(space + 1)));
 }
@@ -167,6 +174,10 @@ void sentinel::refresh_soon() {
   if (follow_pending_.exchange(true)) return;
   asio::post(io_, [this] {
     follow_pending_ = false;
+    if (options_.on_log) {
+      core::log_sink(options_.on_log)
+          .emit(log_level::info, "master re-resolved", {{"master", options_.sentinel.master_name}});
+    }
     follow("the master refused a write or cannot be reached");
   });
 }

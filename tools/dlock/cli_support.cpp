@@ -92,6 +92,39 @@ void print_error(std::string_view message) {
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
+namespace {
+int verbosity = 0;
+
+std::string log_value(std::string_view value) {
+  std::string v = shown(value, 256);
+  if (!v.empty() && v.find_first_of(" \"=") == std::string::npos) return v;
+  std::string quoted = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+}  // namespace
+
+void set_verbosity(int level) {
+  verbosity = level;
+}
+
+dlock::client_options client_options_for(const std::string& url) {
+  dlock::client_options o = dlock::client_options::from_url(url);
+  if (verbosity <= 0) return o;
+  const log_level least = verbosity >= 2 ? log_level::debug : log_level::info;
+  o.on_log = [least](const log_record& r) {
+    if (r.level < least) return;
+    std::string line = fmt::format("{}: {}", to_string(r.level), r.message);
+    for (const log_field& f : r.fields)
+      line += fmt::format(" {}={}", f.key, log_value(f.value));
+    print_error(line);
+  };
+  return o;
+}
+
 demo_server::demo_server(const std::string& redis_url) : url_(redis_url) {
   if (!url_.empty()) return;
   fmt::print("Starting a private redis-server on a free loopback port...\n");

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "dlock/error.hpp"
+#include "dlock/options.hpp"
 
 namespace dlock::tools {
 class redis_process;
@@ -52,6 +53,15 @@ inline int exit_code_for(const dlock::error& e) {
 
 // Prints "dlock: <message>" to stderr.
 void print_error(std::string_view message);
+
+// -v / --verbose: how many times it was given. 0: the library is silent; 1: its info, warning
+// and error records go to stderr; 2 or more: its debug records too. Set once, before any client.
+void set_verbosity(int level);
+
+// client_options::from_url(url) with the log hook -v asks for: each record as one stderr line
+// "dlock: <level>: <message> key=value ...", values quoted when they hold spaces, quotes or '='
+// and shown() like every user-given word. Throws like from_url.
+dlock::client_options client_options_for(const std::string& url);
 
 // The server a demo runs against: `redis_url` as given, or a private redis-server on a free
 // loopback port in a temporary directory when `redis_url` is empty, stopped (and its directory

@@ -290,7 +290,7 @@ int run_exec(const exec_options& o) {
   }
 
   try {
-    client_options copts = client_options::from_url(o.redis_url);
+    client_options copts = client_options_for(o.redis_url);
     if (o.watchdog) copts.lock_watchdog_timeout = *o.watchdog;
     acquisition waiting;  // before the client: see acquisition
     dlock::client redis{copts};

@@ -22,7 +22,7 @@ using namespace dlock::cli;
 
 int ping(const std::string& url) {
   try {
-    dlock::client c{url};
+    dlock::client c{client_options_for(url)};
     const auto start = std::chrono::steady_clock::now();
     const std::string pong = c.command({"PING"}).str;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -34,6 +34,21 @@ int ping(const std::string& url) {
                !master.empty() ? "master '" + master + "' found through Redis Sentinel"
                : cluster       ? c.options().endpoint() + " (a node of a Redis Cluster)"
                                : c.options().endpoint() + " (one server)");
+    return exit_ok;
+  } catch (const dlock::error& e) {
+    print_error(e.what());
+    return exit_code_for(e);
+  }
+}
+
+// `dlock metrics`: connects (a PING), then prints this process's client metrics once, in the
+// Prometheus text format: the metric names, the connection and the deployment found. A service
+// serves client::metrics_text() itself (docs/operating.md).
+int metrics(const std::string& url) {
+  try {
+    dlock::client c{client_options_for(url)};
+    c.command({"PING"});
+    fmt::print("{}", c.metrics_text());
     return exit_ok;
   } catch (const dlock::error& e) {
     print_error(e.what());
@@ -123,8 +138,14 @@ int run(int argc, char** argv) {
          "(default: $DLOCK_REDIS_URL, else redis://127.0.0.1:6379). Given several times with exec: "
          "Redlock over those independent masters")
       ->allow_extra_args(false);
+  int verbosity = 0;
+  app.add_flag("-v,--verbose", verbosity,
+               "Log connection changes, lost locks and slow acquisitions to stderr (-vv: also "
+               "debug records); not for the demos");
 
   auto* ping_cmd = app.add_subcommand("ping", "Check that Redis answers, and how fast");
+  auto* metrics_cmd = app.add_subcommand(
+      "metrics", "Connect, then print the client's metrics once in the Prometheus text format");
 
   exec_options exec_o;
   exec_arguments exec_a;
@@ -214,8 +235,10 @@ int run(int argc, char** argv) {
     print_error("--redis may be given more than once only for exec (Redlock over those masters)");
     return exit_usage;
   }
+  set_verbosity(verbosity);
   const std::string url = resolve_redis_url(redis_option);
   if (ping_cmd->parsed()) return ping(url);
+  if (metrics_cmd->parsed()) return metrics(url);
   if (exec_cmd->parsed()) {
     exec_o.redis_url = url;
     std::string problem;

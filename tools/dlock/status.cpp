@@ -73,7 +73,7 @@ int refuse_data(std::string_view command, std::string_view detail) {
 int run_status(const std::string& redis_url, const std::string& name, bool json) {
   constexpr std::string_view command = "status";
   try {
-    dlock::client redis{redis_url};
+    dlock::client redis{client_options_for(redis_url)};
     lock_status s;
     try {
       s = redis.get_lock(name).status();
@@ -99,7 +99,7 @@ int run_status(const std::string& redis_url, const std::string& name, bool json)
 
 int run_force_unlock(const std::string& redis_url, const std::string& name) {
   try {
-    dlock::client redis{redis_url};
+    dlock::client redis{client_options_for(redis_url)};
     if (redis.get_lock(name).force_unlock()) {
       fmt::print("lock '{}' released; its waiters were woken\n", shown_name(name));
     } else {

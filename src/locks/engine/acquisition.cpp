@@ -77,6 +77,7 @@ void acquisition::run(const acquisition_machine::action& a) {
     case kind::wait:
       if (a.join_queue) {
         ++engine_->counters_.waited;
+        ++engine_->counters_.of(p_.lock.protocol->kind()).waited;
         try {
           engine_->waiters_.join(p_.lock, channel_, &waiter_, a.holder_ttl_ms);
         } catch (const error& e) {
@@ -96,6 +97,7 @@ void acquisition::run(const acquisition_machine::action& a) {
           return;
         case verdict::timed_out:
           ++engine_->counters_.timed_out;
+          ++engine_->counters_.of(p_.lock.protocol->kind()).timed_out;
           if (unconfirmed_) {
             finish(make_error_code(errc::replicas_unavailable), unconfirmed_why_, false);
           } else {

@@ -82,6 +82,7 @@ void hold_registry::mark_lost(const hold_key& key, hold& h, lock_loss_reason rea
   out.stops.push_back(h.stop);
   out.events.push_back({key.lock.name, owner_field(key.owner), reason});
   ++counters_.lost;
+  ++type_counters(key).lost[static_cast<std::size_t>(reason)];
 }
 
 std::optional<clock::time_point> hold_registry::record_attempt(
@@ -105,6 +106,7 @@ std::optional<clock::time_point> hold_registry::record_attempt(
     h = hold{};
     h.token = token;
     h.lease = plan.lease;
+    h.since = sent_at;
     if (plan.watchdog) {
       h.watchdog = scheduler_.add({key.lock.name, plan.owner}, sent_at);
       watchdog_owner_.emplace(*h.watchdog, key);
@@ -114,8 +116,10 @@ std::optional<clock::time_point> hold_registry::record_attempt(
       track_explicit(key, h, *due);
     }
     ++counters_.acquired;
+    ++type_counters(key).acquired;
   } else {
     ++counters_.reentered;
+    ++type_counters(key).reentered;
     if (h.lose_at) {
       // The re-entry re-set the TTL: an explicit lease runs from this request on (later than
       // before, so an armed timer is early, never late).
@@ -143,7 +147,12 @@ std::optional<release_request> hold_registry::release(const hold_key& key,
   // Every try checks the hold's token (see reentrant_unlock.lua): it travels with the request.
   release_request request{key.lock.name, owner_field(key.owner), h.lease, h.count, h.token};
   if (h.count == 0) {
-    if (!h.lost) ++counters_.released;
+    if (!h.lost) {
+      ++counters_.released;
+      lock_type_counters& type = type_counters(key);
+      ++type.released;
+      type.hold_seconds.observe(clock::now() - h.since);
+    }
     stop_tracking(h);
     holds_.erase(it);
   }
@@ -180,6 +189,10 @@ const hold_key* hold_registry::holder_of(lease::lease_id id) const {
 void hold_registry::on_renewal(const lease::renewal& r, lease::renewal_outcome outcome,
                                clock::time_point now) {
   if (outcome == lease::renewal_outcome::renewed) ++counters_.leases_renewed;
+  if (const hold_key* key = holder_of(r.id)) {
+    lock_type_counters& type = type_counters(*key);
+    ++(outcome == lease::renewal_outcome::renewed ? type.leases_renewed : type.renewals_failed);
+  }
   scheduler_.on_result(r.id, r.sent_at, outcome, now);
 }
 

@@ -133,6 +133,7 @@ class hold_registry {
     std::uint64_t count = 0;
     std::uint64_t token = 0;
     std::chrono::milliseconds lease{0};
+    clock::time_point since{};  // the first hold's request was sent: for the hold-time histogram
     std::optional<lease::lease_id> watchdog;          // renewed holds
     std::optional<deadline_index::iterator> lose_at;  // explicit leases
     std::shared_ptr<std::stop_source> stop = std::make_shared<std::stop_source>();
@@ -143,6 +144,9 @@ class hold_registry {
   void stop_tracking(hold& h);
   void track_explicit(const hold_key& key, hold& h, clock::time_point lose_at);
   void mark_lost(const hold_key& key, hold& h, lock_loss_reason reason, losses& out);
+  lock_type_counters& type_counters(const hold_key& key) {
+    return counters_.of(key.lock.protocol->kind());
+  }
 
   const std::chrono::milliseconds watchdog_lease_;
   const std::string client_id_;

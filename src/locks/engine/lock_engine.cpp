@@ -28,15 +28,20 @@ clock::time_point deadline_after(clock::duration wait) noexcept {
 
 std::shared_ptr<lock_engine> lock_engine::create(asio::io_context& io, route::router& router,
                                                  const lock_options& settings,
-                                                 milliseconds request_timeout) {
-  std::shared_ptr<lock_engine> engine(new lock_engine(io, router, settings, request_timeout));
+                                                 milliseconds request_timeout, core::log_sink log,
+                                                 milliseconds slow_acquisition) {
+  std::shared_ptr<lock_engine> engine(
+      new lock_engine(io, router, settings, request_timeout, std::move(log), slow_acquisition));
   engine->start();
   return engine;
 }
 
 lock_engine::lock_engine(asio::io_context& io, route::router& router, const lock_options& settings,
-                         milliseconds request_timeout)
+                         milliseconds request_timeout, core::log_sink log,
+                         milliseconds slow_acquisition)
     : io_(io, router, request_timeout),
+      log_(std::move(log)),
+      slow_acquisition_(slow_acquisition),
       on_lock_lost_(settings.on_lock_lost),
       confirm_{settings.min_replicas, settings.replica_timeout},
       holds_(settings.watchdog_timeout, core::random_id(), counters_),
@@ -69,6 +74,19 @@ void lock_engine::start() {
 }
 
 void lock_engine::on_link(bool up) {
+  const std::uint64_t ups = up ? ++counters_.links_up : counters_.links_up.load();
+  const std::uint64_t losses = up ? counters_.links_lost.load() : ++counters_.links_lost;
+  if (up && losses > 0) ++counters_.links_recovered;
+  if (log_.enabled()) {
+    const std::string links_up = std::to_string(ups > losses ? ups - losses : 0);
+    if (!up) {
+      log_.emit(log_level::warning, "connection lost", {{"links_up", links_up}});
+    } else if (losses > 0) {
+      log_.emit(log_level::info, "connection recovered", {{"links_up", links_up}});
+    } else {
+      log_.emit(log_level::debug, "connected", {{"links_up", links_up}});
+    }
+  }
   if (up) {
     // Back: the server may have lost every hold (a restart, a failover). Check them all first.
     watchdog_->recheck_all();
@@ -104,9 +122,37 @@ subscription lock_engine::subscribe(const std::string& channel) {
   });
 }
 
+void lock_engine::observe_acquired(const lock_ref& lock, clock::time_point started) noexcept {
+  const auto waited = clock::now() - started;
+  try {
+    counters_.of(lock.protocol->kind()).wait_seconds.observe(waited);
+    if (slow_acquisition_.count() > 0 && waited >= slow_acquisition_ && log_.enabled()) {
+      const auto ms = std::chrono::duration_cast<milliseconds>(waited).count();
+      log_.emit(log_level::warning, "slow acquisition",
+                {{"name", lock.name},
+                 {"type", std::string(lock.protocol->kind())},
+                 {"wait_ms", std::to_string(ms)}});
+    }
+  } catch (...) {
+    // Out of memory for a counter or a field: the acquisition itself stands.
+  }
+}
+
 void lock_engine::fire(const losses& lost) const noexcept {
   for (const auto& s : lost.stops)
     s->request_stop();
+  if (log_.enabled()) {
+    for (const lock_loss& event : lost.events) {
+      try {
+        log_.emit(log_level::error, "lock lost",
+                  {{"name", event.name},
+                   {"owner", event.owner},
+                   {"reason", std::string(loss_reason_name(event.reason))}});
+      } catch (...) {
+        // Out of memory for the fields: the loss is still reported below and by the stop_token.
+      }
+    }
+  }
   if (!on_lock_lost_) return;
   for (const lock_loss& event : lost.events) {
     try {
@@ -188,6 +234,7 @@ attempt_outcome lock_engine::read_attempt_reply(const hold_key& key, const attem
                   " ms"
             : "WAIT failed: " + acks.str;
   ++counters_.unconfirmed;
+  ++counters_.of(key.lock.protocol->kind()).unconfirmed;
   releases_->send(*key.lock.protocol, release_request{std::string(key.lock.name), plan.owner,
                                                       plan.lease, 0, outcome.token});
   attempt_outcome retry;
@@ -214,6 +261,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
   io_.check_same_process();
   check_lease(lease);
   io_.check_not_io_thread();
+  const auto started = clock::now();
   std::optional<std::int64_t> queued;
   // Behind this client's earlier waiters, unless the owner re-enters a hold it has.
   if (deadline > clock::now()) {
@@ -234,9 +282,13 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
       first.status = attempt_outcome::kind::held_by_other;
       first.holder_ttl_ms = 50;
     }
-    if (first.status != attempt_outcome::kind::held_by_other) return true;
+    if (first.status != attempt_outcome::kind::held_by_other) {
+      observe_acquired(lock, started);
+      return true;
+    }
     if (clock::now() >= deadline) {
       ++counters_.timed_out;
+      ++counters_.of(lock.protocol->kind()).timed_out;
       if (unconfirmed && why != nullptr) *why = make_error_code(errc::replicas_unavailable);
       return false;
     }
@@ -256,6 +308,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
   io_.post([machine, ttl, attempted] { machine->start_waiting(ttl, attempted); });
   const std::int64_t result = call.wait().integer;
   if (result == 2 && why != nullptr) *why = make_error_code(errc::replicas_unavailable);
+  if (result == 1) observe_acquired(lock, started);
   return result == 1;
 }
 
@@ -268,11 +321,15 @@ void lock_engine::async_acquire(const lock_ref& lock, const acquire_options& opt
   const auto deadline = options.wait && *options.wait < forever ? deadline_after(*options.wait)
                                                                 : clock::time_point::max();
   const std::uint64_t owner = core::new_owner_key();
-  auto on_done = [weak = weak_from_this(), lock, owner, done = std::move(done)](
-                     std::error_code ec, const std::string& detail, bool held) {
+  auto on_done = [weak = weak_from_this(), lock, owner, started = clock::now(),
+                  done = std::move(done)](std::error_code ec, const std::string& detail,
+                                          bool held) {
     lock_lease lease;
     if (!ec && held) {
-      if (auto self = weak.lock()) lease = self->make_lease(lock, owner);
+      if (auto self = weak.lock()) {
+        self->observe_acquired(lock, started);
+        lease = self->make_lease(lock, owner);
+      }
     }
     try {
       done(ec, detail, std::move(lease));

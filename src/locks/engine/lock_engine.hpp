@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/identity.hpp"
+#include "core/log_sink.hpp"
 #include "dlock/lock_lease.hpp"
 #include "dlock/lock_options.hpp"
 #include "dlock/lock_status.hpp"
@@ -50,9 +51,12 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
                     private core::thread_exit_listener {
  public:
   // `io` and `router` must stay alive until shutdown() returns (the client owns them).
-  static std::shared_ptr<lock_engine> create(asio::io_context& io, route::router& router,
-                                             const lock_options& settings,
-                                             std::chrono::milliseconds request_timeout);
+  // `log` hears lost holds, link changes and acquisitions slower than `slow_acquisition` (zero:
+  // none are reported).
+  static std::shared_ptr<lock_engine> create(
+      asio::io_context& io, route::router& router, const lock_options& settings,
+      std::chrono::milliseconds request_timeout, core::log_sink log = {},
+      std::chrono::milliseconds slow_acquisition = std::chrono::milliseconds(0));
   ~lock_engine() override;
 
   // Takes or re-enters `lock` for owner `owner` (a thread key), blocking. `lease`: explicit, or
@@ -91,6 +95,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   void expire_due_holds() noexcept;
 
   lock_metrics metrics() const noexcept { return counters_.snapshot(); }
+  // Every counter, per lock type too (client::metrics_text()).
+  lock_counters& counters() noexcept { return counters_; }
   engine_io& io() noexcept { return io_; }
 
   // The client is stopping: gives queued releases up to `limit` to reach Redis, then stops
@@ -103,7 +109,10 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   friend class acquisition;
 
   lock_engine(asio::io_context& io, route::router& router, const lock_options& settings,
-              std::chrono::milliseconds request_timeout);
+              std::chrono::milliseconds request_timeout, core::log_sink log,
+              std::chrono::milliseconds slow_acquisition);
+  // An acquisition started at `started` got its lock: the wait-time histogram, the slow log.
+  void observe_acquired(const lock_ref& lock, clock::time_point started) noexcept;
   void start();  // after construction: parts that need shared_from_this
   // A command connection became ready (`up`) or was lost; I/O thread.
   void on_link(bool up);
@@ -136,6 +145,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
 
   engine_io io_;
   lock_counters counters_;
+  const core::log_sink log_;
+  const std::chrono::milliseconds slow_acquisition_;
   const std::function<void(const lock_loss&)> on_lock_lost_;
   const route::confirmation confirm_;  // lock_options::min_replicas, replica_timeout
   hold_book holds_;

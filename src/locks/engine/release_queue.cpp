@@ -32,6 +32,7 @@ void release_queue::send_try(const lock_protocol& protocol, release_request requ
     // with every try, see release_request) and goes ahead of everything not yet written.
     if (ec && is_retryable(ec) && tries_left > 1) {
       ++self->counters_.release_retries;
+      ++self->counters_.of(protocol.kind()).release_retries;
       try {
         self->send_try(protocol, std::move(request), tries_left - 1, true);
       } catch (...) {
