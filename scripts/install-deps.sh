@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev
   redis-server redis-tools redis-sentinel                  # real servers for tests and demos
   python3 git                                              # scripts/check-readme-snippets.py
+  python3-redis                                            # plain-lock interop test (redis-py Lock)
   iproute2 nftables                                        # fault suite: namespaces, partitions
 )
 
