@@ -177,6 +177,8 @@ TEST(PlainLock, TwoClientsExcludeEachOtherAndTryLockForGivesUpOnTime) {
   // one meets a string and says so.
   EXPECT_THROW((void)b.get_lock(name).try_lock(), error);
   pa.unlock();
+  // The release is queued on a's connection: a command of a's after it runs after it.
+  EXPECT_EQ(a.command({"EXISTS", name}).integer, 0);
   EXPECT_TRUE(pb.try_lock());
   pb.unlock();
 }
