@@ -105,7 +105,9 @@ TEST_P(PlainInterop, AForeignHolderExcludesDlockAndItsReleaseIsNoticedWithinTheB
   client c{server.url()};
   const std::string name = unique_key("p");
   plain_lock p = c.get_plain_lock(name);
-  constexpr int rounds = 5;
+  // The re-checks run 10, 30, 70, 150, 250, 350 ... ms after the first attempt: releasing at
+  // 600 ms + round x 10 ms puts each release at another point of the 100 ms re-check period.
+  constexpr int rounds = 10;
   std::vector<std::chrono::microseconds> delays;
   for (int round = 0; round < rounds; ++round) {
     child_process holder(peer_args(foreign, "hold", server, name));
@@ -135,7 +137,7 @@ TEST_P(PlainInterop, AForeignHolderExcludesDlockAndItsReleaseIsNoticedWithinTheB
       return o;
     });
     // Long enough for the re-check backoff to reach its maximum (10, 20, 40, 80, 100 ms).
-    ASSERT_EQ(acquired.wait_for(600ms), std::future_status::timeout)
+    ASSERT_EQ(acquired.wait_for(600ms + round * 10ms), std::future_status::timeout)
         << "dlock acquired while " << foreign.label << " held the lock";
     // From the signal (sent before the peer deletes the key) to dlock holding the lock: an upper
     // bound of the delay from the release itself.
