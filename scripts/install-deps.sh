@@ -12,6 +12,7 @@ packages=(
   redis-server redis-tools redis-sentinel                  # real servers for tests and demos
   python3 git                                              # scripts/check-readme-snippets.py
   libhiredis-dev pkg-config                                # bench: the naive lock on hiredis
+  python3-redis                                            # plain-lock interop test (redis-py Lock)
   iproute2 nftables                                        # fault suite: namespaces, partitions
 )
 

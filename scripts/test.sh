@@ -18,6 +18,11 @@ step() { printf '\n=== %s\n' "$*"; }
 step "dependencies"
 bash scripts/install-deps.sh
 
+# node-redlock (and ioredis) for the plain lock's interop test (PlainInterop), pinned by
+# bench/baselines/package-lock.json; the test skips, saying so, without them.
+step "node-redlock for the interop test (npm ci --prefix bench/baselines)"
+npm ci --prefix bench/baselines --no-audit --no-fund
+
 step "formatting (.clang-format)"
 mapfile -t sources < <(git ls-files '*.cpp' '*.hpp' '*.h' 2>/dev/null || find include src tools tests bench examples -name '*.[ch]pp')
 clang-format --dry-run --Werror "${sources[@]}"

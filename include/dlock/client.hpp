@@ -30,6 +30,7 @@
 #include "dlock/lock_metrics.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
+#include "dlock/plain_lock.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/routing_metrics.hpp"
 #include "dlock/script.hpp"
@@ -102,6 +103,12 @@ class client {
   // A handle to the reentrant lock `name` (see dlock/mutex.hpp). Cheap; sends nothing. Throws
   // dlock::error(errc::invalid_argument) for an empty name, one over 64 KiB, or control bytes.
   mutex get_lock(std::string name);
+
+  // client::get_plain_lock()
+  // A handle to the plain lock `name` (see dlock/plain_lock.hpp): the key `name` holding one
+  // holder's value, as redis-py, redsync and node-redlock keep it; not reentrant. Cheap; sends
+  // nothing. Throws dlock::error(errc::invalid_argument) for a name get_lock() refuses.
+  plain_lock get_plain_lock(std::string name);
 
   // client::lock_metrics(): counters of this client's locks (no I/O; thread-safe).
   dlock::lock_metrics lock_metrics() const noexcept;

@@ -6,6 +6,7 @@
 #include "dlock/lock_lease.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
+#include "dlock/plain_lock.hpp"
 #include "dlock/redlock.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"

@@ -27,7 +27,8 @@ enum class errc {
   not_owner,             // an unlock by someone who does not hold the lock
   lock_lost,             // a held lock expired or was taken while its holder still held it
   cancelled,             // the caller gave up an asynchronous acquisition (its stop_token)
-  would_deadlock,        // a blocking call on the client's own I/O thread (from a callback)
+  would_deadlock,        // a blocking call on the client's own I/O thread (from a callback),
+                         // or a thread locking a non-reentrant lock (plain_lock) it holds
   wrong_type,            // the key holds something that is not a lock of the kind asked for
   forked,                // a client made before fork(), used in the child process
   replicas_unavailable,  // an acquisition was not confirmed by lock_options::min_replicas

@@ -1,8 +1,9 @@
 // dlock/lock_lease.hpp
 //
-// dlock::lock_lease: one hold of a lock taken by the asynchronous API (mutex::async_lock and
-// friends). It belongs to no thread: move it into a callback, a coroutine frame or another thread,
-// and release it there. Destroying it releases the hold, as std::unique_lock does.
+// dlock::lock_lease: one hold of a lock taken by the asynchronous API (mutex::async_lock,
+// plain_lock::async_lock and friends). It belongs to no thread: move it into a callback, a
+// coroutine frame or another thread, and release it there. Destroying it releases the hold, as
+// std::unique_lock does.
 //
 //   m.async_lock([](std::error_code ec, dlock::lock_lease lease) {
 //     if (ec) return;                        // Redis failed; `lease` holds nothing
@@ -64,7 +65,8 @@ class lock_lease {
 
   // The fencing token of this hold (see dlock/mutex.hpp, "Fencing"); 0 for an empty lease.
   std::uint64_t fencing_token() const noexcept;
-  // The lock hash field that records this hold in Redis; empty for an empty lease.
+  // The lock hash field that records this hold in Redis (for a plain_lock: the start of the key's
+  // value, "<owner_id()>:<fencing_token()>"); empty for an empty lease.
   const std::string& owner_id() const noexcept;
   // The lock's name; empty for an empty lease.
   const std::string& name() const noexcept;

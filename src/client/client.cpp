@@ -10,6 +10,7 @@
 #include "locks/engine/lock_engine.hpp"
 #include "locks/handles/handle_state.hpp"
 #include "locks/names.hpp"
+#include "locks/types/plain_protocol.hpp"
 #include "locks/types/reentrant_protocol.hpp"
 #include "net/sync_call.hpp"
 #include "net/transport.hpp"
@@ -59,14 +60,27 @@ const locks::reentrant_protocol& reentrant() {
   return protocol;
 }
 
+const locks::plain_protocol& plain() {
+  static const locks::plain_protocol protocol;
+  return protocol;
+}
+
+// The scripts every command connection loads when it connects: those of every lock type.
+std::vector<std::string_view> lock_scripts() {
+  std::vector<std::string_view> all = reentrant().scripts();
+  for (std::string_view s : plain().scripts())
+    all.push_back(s);
+  return all;
+}
+
 // One server or a cluster (asked of the server), or a master found through Sentinel.
 std::unique_ptr<topology::topology> make_topology(asio::io_context& io,
                                                   const client_options& options,
                                                   std::shared_ptr<asio::ssl::context> tls) {
   if (!options.sentinel.master_name.empty()) {
-    return std::make_unique<topology::sentinel>(io, options, std::move(tls), reentrant().scripts());
+    return std::make_unique<topology::sentinel>(io, options, std::move(tls), lock_scripts());
   }
-  return std::make_unique<topology::deployment>(io, options, std::move(tls), reentrant().scripts());
+  return std::make_unique<topology::deployment>(io, options, std::move(tls), lock_scripts());
 }
 
 }  // namespace
@@ -226,6 +240,13 @@ mutex client::get_lock(std::string name) {
   locks::validate_lock_name(name);
   return mutex(
       std::make_shared<mutex::impl>(impl_->locks, locks::lock_ref{&reentrant(), std::move(name)}));
+}
+
+plain_lock client::get_plain_lock(std::string name) {
+  core::check_same_process(impl_->made_in);
+  locks::validate_lock_name(name);
+  return plain_lock(
+      std::make_shared<plain_lock::impl>(impl_->locks, locks::lock_ref{&plain(), std::move(name)}));
 }
 
 subscription client::subscribe(const std::string& channel,

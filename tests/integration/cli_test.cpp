@@ -1080,6 +1080,69 @@ TEST(CliUnlock, ForceRefusesAKeyThatHoldsDataAndLeavesItUntouched) {
   EXPECT_EQ(c.command({"HGET", counters, "views"}).str, "12");
 }
 
+// --- the plain lock (--plain)
+// ---------------------------------------------------------------------
+
+TEST(CliPlain, ExecPlainHoldsTheSetNxKeyExcludesOthersAndStatusSaysWhatItIs) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("plain");
+  cli_process holder({"--redis", server.url(), "exec", "--plain", name, "--", "sh", "-c",
+                      R"(echo "$DLOCK_TOKEN $DLOCK_OWNER"; read line; exit 0)"});
+  const auto line = holder.read_line();
+  ASSERT_TRUE(line) << holder.err();
+  const std::uint64_t token = std::stoull(line->substr(0, line->find(' ')));
+  const std::string owner = line->substr(line->find(' ') + 1);
+  const std::string value = owner + ":" + std::to_string(token);
+  EXPECT_EQ(c.command({"TYPE", name}).str, "string");
+  EXPECT_EQ(c.command({"GET", name}).str, value);
+  EXPECT_FALSE(c.get_plain_lock(name).try_lock());
+  // Another exec of the plain lock is excluded; the reentrant lock of the name meets a string and
+  // refuses it as data (64).
+  EXPECT_EQ(run_cli(server.url(), {"exec", "--plain", "-n", name, "--", "true"}).exit_code, 75);
+  EXPECT_EQ(run_cli(server.url(), {"exec", "-n", name, "--", "true"}).exit_code, 64);
+
+  const json held = status_json(server.url(), name);
+  EXPECT_TRUE(held["locked"].boolean);
+  EXPECT_EQ(held["kind"].text, "plain");
+  ASSERT_EQ(held["holders"].items.size(), 1u);
+  EXPECT_EQ(held["holders"].items[0]["owner"].text, value);
+  EXPECT_EQ(held["last_fencing_token"].integer(), static_cast<std::int64_t>(token));
+  EXPECT_GT(held["remaining_ttl_ms"].integer(), 0);
+  const tools::command_result text = run_cli(server.url(), {"status", name});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("plain lock"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(value), std::string::npos) << text.out;
+
+  holder.close_stdin();
+  EXPECT_EQ(holder.wait(), 0) << holder.err();
+  EXPECT_EQ(c.command({"EXISTS", name}).integer, 0) << "the plain lock was not released";
+  EXPECT_EQ(status_json(server.url(), name)["kind"].text, "reentrant");  // free: the default
+}
+
+TEST(CliPlain, UnlockForceDeletesAForeignPlainLockAndWakesAPlainExec) {
+  redis_server server;
+  client c{server.url()};
+  temp_dir dir;
+  const std::string name = unique_key("plain"), marker = dir / "ran";
+  // redis-py's layout: a uuid's hex digits, set with SET NX PX.
+  ASSERT_EQ(c.command({"SET", name, "6f1c2a9e8b7d4c3fa1e2d3c4b5a69788", "NX", "PX", "30000"}).str,
+            "OK");
+  const json foreign = status_json(server.url(), name);
+  EXPECT_EQ(foreign["kind"].text, "plain");
+  EXPECT_EQ(foreign["holders"].items.at(0)["owner"].text, "6f1c2a9e8b7d4c3fa1e2d3c4b5a69788");
+  cli_process waiter(
+      {"--redis", server.url(), "exec", "--plain", name, "--", "sh", "-c", "echo ran"});
+  EXPECT_FALSE(waiter.read_line(500ms)) << "ran while a foreign client held the plain lock";
+  const tools::command_result r = run_cli(server.url(), {"unlock", "--force", name});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("released"), std::string::npos) << r.out;
+  const auto ran = waiter.read_line(5s);
+  ASSERT_TRUE(ran) << waiter.err();
+  EXPECT_EQ(*ran, "ran");
+  EXPECT_EQ(waiter.wait(), 0) << waiter.err();
+}
+
 // --- the demos -----------------------------------------------------------------------------------
 
 TEST(CliDemo, FlashSaleWithoutRedisSellsExactlyTheStockWithALock) {

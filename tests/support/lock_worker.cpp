@@ -7,6 +7,8 @@
 //   dlock_test_lock_worker count URL NAME COUNTER THREADS ITERATIONS
 //       THREADS threads each do ITERATIONS times: lock, GET COUNTER, SET COUNTER n+1, unlock;
 //       prints "tokens_not_increasing <n>" (tokens seen by this process must only grow).
+//   dlock_test_lock_worker plain-count URL NAME COUNTER THREADS ITERATIONS
+//       the same with dlock::plain_lock.
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +19,42 @@
 #include <vector>
 
 #include "dlock/dlock.hpp"
+
+namespace {
+
+// THREADS threads of ITERATIONS non-atomic increments of COUNTER under the lock `get(c)` gives.
+template <typename GetLock>
+int count(const std::vector<std::string>& args, GetLock get) {
+  dlock::client c{args[1]};
+  const std::string name = args[2], counter = args[3];
+  const int threads = std::stoi(args[4]), iterations = std::stoi(args[5]);
+  std::mutex token_mutex;
+  std::uint64_t last_token = 0;
+  std::atomic<int> not_increasing{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      auto m = get(c, name);
+      for (int i = 0; i < iterations; ++i) {
+        std::unique_lock guard{m};
+        {
+          std::lock_guard l(token_mutex);
+          if (m.fencing_token() <= last_token) ++not_increasing;
+          last_token = m.fencing_token();
+        }
+        const dlock::reply v = c.command({"GET", counter});
+        const long long n = v.is_nil() ? 0 : std::stoll(v.str);
+        c.command({"SET", counter, std::to_string(n + 1)});
+      }
+    });
+  }
+  for (auto& w : workers)
+    w.join();
+  std::cout << "tokens_not_increasing " << not_increasing.load() << std::endl;
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
@@ -31,34 +69,13 @@ int main(int argc, char** argv) {
       for (;;)
         ::pause();
     }
+    if (args.size() == 6 && args[0] == "plain-count") {
+      return count(
+          args, [](dlock::client& c, const std::string& name) { return c.get_plain_lock(name); });
+    }
     if (args.size() == 6 && args[0] == "count") {
-      dlock::client c{args[1]};
-      const std::string name = args[2], counter = args[3];
-      const int threads = std::stoi(args[4]), iterations = std::stoi(args[5]);
-      std::mutex token_mutex;
-      std::uint64_t last_token = 0;
-      std::atomic<int> not_increasing{0};
-      std::vector<std::thread> workers;
-      for (int t = 0; t < threads; ++t) {
-        workers.emplace_back([&] {
-          dlock::mutex m = c.get_lock(name);
-          for (int i = 0; i < iterations; ++i) {
-            std::unique_lock guard{m};
-            {
-              std::lock_guard l(token_mutex);
-              if (m.fencing_token() <= last_token) ++not_increasing;
-              last_token = m.fencing_token();
-            }
-            const dlock::reply v = c.command({"GET", counter});
-            const long long n = v.is_nil() ? 0 : std::stoll(v.str);
-            c.command({"SET", counter, std::to_string(n + 1)});
-          }
-        });
-      }
-      for (auto& w : workers)
-        w.join();
-      std::cout << "tokens_not_increasing " << not_increasing.load() << std::endl;
-      return 0;
+      return count(args,
+                   [](dlock::client& c, const std::string& name) { return c.get_lock(name); });
     }
   } catch (const dlock::error& e) {
     std::cerr << "lock_worker: " << e.what() << "\n";

@@ -437,5 +437,52 @@ TEST(AcquisitionMachine, AMaxDeadlineStartsBehindEarlierWaiters) {
   EXPECT_EQ(a.wake_at, at(601));
 }
 
+// A holder that does not publish its release (a foreign client on a plain lock): each wait ends
+// after a re-check delay of 10 ms doubling to 100 ms, never past the holder's lease end or the
+// deadline; a holder that publishes again resets it.
+TEST(AcquisitionMachine, AForeignHolderIsRecheckedWithABoundedBackoff) {
+  machine m = attempting(never);
+  const std::int64_t expected[] = {10, 20, 40, 80, 100, 100, 100};
+  clock::time_point now = at(0);
+  for (const std::int64_t delay : expected) {
+    const action a = m.on_held(now, 30000, false, false, false);
+    ASSERT_EQ(a.what, kind::wait);
+    EXPECT_EQ(a.wake_at, now + milliseconds(delay));
+    ASSERT_TRUE(a.holder_ttl_ms.has_value());
+    EXPECT_FALSE(a.holder_publishes);
+    now = a.wake_at;
+    expect_attempt(m.on_timer());
+    m.attempt_sent(false);
+  }
+  // A dlock holder now: sleep until its lease end (or a message), and back to 10 ms after.
+  const action publishes = m.on_held(now, 5000, false, false, true);
+  EXPECT_EQ(publishes.wake_at, now + milliseconds(5001));
+  EXPECT_TRUE(publishes.holder_publishes);
+  expect_attempt(m.on_wake_up());
+  m.attempt_sent(true);
+  EXPECT_EQ(m.on_held(now, 30000, false, false, false).wake_at, now + milliseconds(10));
+}
+
+TEST(AcquisitionMachine, AForeignRecheckNeverPassesTheLeaseEndOrTheDeadline) {
+  machine m = attempting(at(1000));
+  // The lease ends in 3 ms: wake then (+1), not after the 10 ms re-check.
+  EXPECT_EQ(m.on_held(at(0), 3, false, false, false).wake_at, at(4));
+  expect_attempt(m.on_timer());
+  m.attempt_sent(false);
+  // No TTL (-1): the re-check delay alone.
+  EXPECT_EQ(m.on_held(at(4), -1, false, false, false).wake_at, at(24));
+  expect_attempt(m.on_timer());
+  m.attempt_sent(false);
+  // Close to the deadline: the deadline.
+  EXPECT_EQ(m.on_held(at(990), -1, false, false, false).wake_at, at(1000));
+  // A blocking caller's first attempt saw a foreign holder: the first wait is a re-check too.
+  machine blocking(never);
+  const action first = blocking.start_waiting(at(0), 30000, true, false);
+  ASSERT_EQ(first.what, kind::wait);
+  EXPECT_TRUE(first.join_queue);
+  EXPECT_EQ(first.wake_at, at(10));
+  EXPECT_FALSE(first.holder_publishes);
+}
+
 }  // namespace
 }  // namespace dlock::locks

@@ -133,12 +133,15 @@ class acquisition {
   std::jthread waiter_;  // the last member: joined before the others are destroyed
 };
 
-// Whether the lock's hash still records the lease's hold. When Redis cannot be asked, the
-// library's view stands: it reports a hold it could not confirm in time as lost.
-bool still_held(const dlock::mutex& m, const lock_lease& lease) {
+// Whether the lock still records the lease's hold: the reentrant lock's hash has its field, the
+// plain lock's key its value ("<owner>:<token>"). When Redis cannot be asked, the library's view
+// stands: it reports a hold it could not confirm in time as lost.
+bool still_held(const dlock::mutex& m, const std::optional<dlock::plain_lock>& plain,
+                const lock_lease& lease) {
   try {
-    const lock_status s = m.status();
-    const std::string& owner = lease.owner_id();
+    const lock_status s = plain ? plain->status() : m.status();
+    const std::string owner =
+        plain ? lease.owner_id() + ":" + std::to_string(lease.fencing_token()) : lease.owner_id();
     return std::any_of(s.holders.begin(), s.holders.end(),
                        [&](const lock_holder& h) { return h.owner == owner; });
   } catch (const dlock::error& e) {
@@ -295,6 +298,8 @@ int run_exec(const exec_options& o) {
     acquisition waiting;  // before the client: see acquisition
     dlock::client redis{copts};
     dlock::mutex m = redis.get_lock(o.name);
+    std::optional<dlock::plain_lock> plain;
+    if (o.plain) plain.emplace(redis.get_plain_lock(o.name));
     // Connection and authentication problems surface here, with the server's own words.
     redis.command({"PING"});
 
@@ -305,7 +310,7 @@ int run_exec(const exec_options& o) {
         .wait = o.nonblock ? std::optional(std::chrono::milliseconds(0)) : o.wait,
         .lease = o.lease,
         .cancel = give_up.get_token()};
-    waiting.start(m.async_acquire(wait_options));
+    waiting.start(plain ? plain->async_acquire(wait_options) : m.async_acquire(wait_options));
     int signalled = 0;
     while (!waiting.done()) {
       std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{waiting.fd(), POLLIN, 0}};
@@ -429,7 +434,7 @@ int run_exec(const exec_options& o) {
 
     // Renewals notice a lost hold only every third of the lease, so a lock deleted or taken since
     // the last one would go unnoticed: one look at the lock before releasing it closes that gap.
-    if (!lost && !still_held(m, lease)) report_lost(", noticed when it ended");
+    if (!lost && !still_held(m, plain, lease)) report_lost(", noticed when it ended");
     // The hold may also have been reported lost just now, with the pipe not yet read.
     if (lease.release() == errc::lock_lost && !lost) report_lost("");
     if (lost) {

@@ -15,6 +15,9 @@ struct exec_options {
   std::string name;
   std::vector<std::string> command;  // not empty
   bool nonblock = false;             // one attempt (-n)
+  // The plain lock (SET NX PX, shared with redis-py, redsync, node-redlock; --plain) instead of
+  // the reentrant one.
+  bool plain = false;
   // How long to wait for the lock (-w); std::nullopt waits until it is acquired.
   std::optional<std::chrono::milliseconds> wait;
   // An explicit lease, never renewed (--lease); std::nullopt: a watchdog lease.

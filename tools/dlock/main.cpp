@@ -152,6 +152,9 @@ int run(int argc, char** argv) {
   auto* exec_cmd = app.add_subcommand("exec", "Run a command while holding a lock");
   exec_cmd->add_flag("-n,--nonblock", exec_o.nonblock,
                      "Fail at once (exit 75 or -E) if the lock is held");
+  exec_cmd->add_flag("--plain", exec_o.plain,
+                     "Take the plain lock (a string key set with SET NX PX, as redis-py, redsync "
+                     "and node-redlock do) instead of the reentrant one");
   exec_cmd->add_option("-w,--wait", exec_a.wait,
                        "Give up after waiting SECONDS (fractions allowed); default: wait until "
                        "acquired");

@@ -18,7 +18,15 @@ std::string describe_ttl(std::chrono::milliseconds ttl) {
   return format_seconds(ttl);
 }
 
-std::string to_json(const std::string& name, const lock_status& s) {
+// A lock of either kind the command knows: the reentrant lock (a hash) or the plain lock (a string
+// set with SET NX PX, by dlock or by redis-py, redsync, node-redlock).
+enum class lock_kind { reentrant, plain };
+
+std::string_view kind_name(lock_kind kind) {
+  return kind == lock_kind::plain ? "plain" : "reentrant";
+}
+
+std::string to_json(const std::string& name, lock_kind kind, const lock_status& s) {
   std::string holders;
   for (const lock_holder& h : s.holders) {
     if (!holders.empty()) holders += ",";
@@ -26,16 +34,26 @@ std::string to_json(const std::string& name, const lock_status& s) {
   }
   return fmt::format(
       R"({{"name":{},"locked":{},"holders":[{}],"remaining_ttl_ms":{},"last_fencing_token":{},)"
-      R"("waiting_clients":{}}})",
+      R"("waiting_clients":{},"kind":"{}"}})",
       json_quote(name), s.locked, holders, s.remaining_ttl.count(), s.last_fencing_token,
-      s.subscribers);
+      s.subscribers, kind_name(kind));
 }
 
-std::string to_text(const std::string& name, const lock_status& s) {
+std::string to_text(const std::string& name, lock_kind kind, const lock_status& s) {
   std::string out = fmt::format("lock '{}': {}\n", shown_name(name), s.locked ? "locked" : "free");
-  for (const lock_holder& h : s.holders) {
-    out += fmt::format("  holder              {} ({} hold{})\n", h.owner, h.count,
-                       h.count == 1 ? "" : "s");
+  if (kind == lock_kind::plain) {
+    // One holder's value: dlock's "<client id>:<owner>:<token>", or a foreign client's token.
+    out +=
+        "  kind                plain lock (SET NX PX: dlock --plain, redis-py, redsync, "
+        "node-redlock)\n";
+    for (const lock_holder& h : s.holders)
+      out += fmt::format("  holder value        {}\n", h.owner);
+  }
+  if (kind == lock_kind::reentrant) {
+    for (const lock_holder& h : s.holders) {
+      out += fmt::format("  holder              {} ({} hold{})\n", h.owner, h.count,
+                         h.count == 1 ? "" : "s");
+    }
   }
   if (s.locked) out += fmt::format("  remaining lease     {}\n", describe_ttl(s.remaining_ttl));
   out += fmt::format("  last fencing token  {}\n", s.last_fencing_token == 0
@@ -75,21 +93,35 @@ int run_status(const std::string& redis_url, const std::string& name, bool json)
   try {
     dlock::client redis{client_options_for(redis_url)};
     lock_status s;
+    lock_kind kind = lock_kind::reentrant;
     try {
       s = redis.get_lock(name).status();
     } catch (const dlock::error& e) {
-      if (e.code() == errc::wrong_type) return refuse_data(command, e.detail());
-      // A hash whose values are not numbers: the library takes it for a damaged lock. Say that
-      // it is not one, rather than print its contents.
-      if (e.code() != errc::protocol_error || redis.command({"TYPE", name}).str != "hash") throw;
-      return refuse_data(command, fmt::format("the key '{}' holds a hash that is not a lock (its "
-                                              "values are not hold counts)",
-                                              shown_name(name)));
+      if (e.code() == errc::wrong_type && redis.command({"TYPE", name}).str == "string") {
+        // A plain lock, or a string that holds data (the library tells them apart).
+        try {
+          s = redis.get_plain_lock(name).status();
+          kind = lock_kind::plain;
+        } catch (const dlock::error& plain_error) {
+          if (plain_error.code() == errc::wrong_type)
+            return refuse_data(command, plain_error.detail());
+          throw;
+        }
+      } else if (e.code() == errc::wrong_type) {
+        return refuse_data(command, e.detail());
+      } else {
+        // A hash whose values are not numbers: the library takes it for a damaged lock. Say
+        // that it is not one, rather than print its contents.
+        if (e.code() != errc::protocol_error || redis.command({"TYPE", name}).str != "hash") throw;
+        return refuse_data(command, fmt::format("the key '{}' holds a hash that is not a lock "
+                                                "(its values are not hold counts)",
+                                                shown_name(name)));
+      }
     }
-    if (const auto what = not_a_lock_hash(s)) {
+    if (const auto what = kind == lock_kind::reentrant ? not_a_lock_hash(s) : std::nullopt) {
       return refuse_data(command, fmt::format("the key '{}' holds {}", shown_name(name), *what));
     }
-    fmt::print("{}", json ? to_json(name, s) + "\n" : to_text(name, s));
+    fmt::print("{}", json ? to_json(name, kind, s) + "\n" : to_text(name, kind, s));
     return exit_ok;
   } catch (const dlock::error& e) {
     print_error(fmt::format("status of lock '{}': {}", shown_name(name), e.what()));
@@ -100,7 +132,15 @@ int run_status(const std::string& redis_url, const std::string& name, bool json)
 int run_force_unlock(const std::string& redis_url, const std::string& name) {
   try {
     dlock::client redis{client_options_for(redis_url)};
-    if (redis.get_lock(name).force_unlock()) {
+    bool released = false;
+    try {
+      released = redis.get_lock(name).force_unlock();
+    } catch (const dlock::error& e) {
+      // A string: a plain lock (deleted) or data (refused by the library as well).
+      if (e.code() != errc::wrong_type || redis.command({"TYPE", name}).str != "string") throw;
+      released = redis.get_plain_lock(name).force_unlock();
+    }
+    if (released) {
       fmt::print("lock '{}' released; its waiters were woken\n", shown_name(name));
     } else {
       fmt::print("lock '{}' was not held; nothing to release\n", shown_name(name));

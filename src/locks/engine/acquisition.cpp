@@ -52,9 +52,9 @@ void acquisition::start() {
   run(machine_.start(clock::now(), engine_->waiters_.queued_ttl(p_.lock)));
 }
 
-void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted) {
+void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes) {
   if (!begin()) return;
-  run(machine_.start_waiting(clock::now(), ttl_ms, attempted));
+  run(machine_.start_waiting(clock::now(), ttl_ms, attempted, holder_publishes));
 }
 
 void acquisition::stop() {
@@ -71,7 +71,8 @@ void acquisition::run(const acquisition_machine::action& a) {
     case kind::none:
       return;
     case kind::attempt:
-      if (a.holder_ttl_ms) engine_->waiters_.saw_holder(p_.lock, *a.holder_ttl_ms);
+      if (a.holder_ttl_ms)
+        engine_->waiters_.saw_holder(p_.lock, *a.holder_ttl_ms, a.holder_publishes);
       send_attempt();
       return;
     case kind::wait:
@@ -79,14 +80,14 @@ void acquisition::run(const acquisition_machine::action& a) {
         ++engine_->counters_.waited;
         ++engine_->counters_.of(p_.lock.protocol->kind()).waited;
         try {
-          engine_->waiters_.join(p_.lock, channel_, &waiter_, a.holder_ttl_ms);
+          engine_->waiters_.join(p_.lock, channel_, &waiter_, a.holder_ttl_ms, a.holder_publishes);
         } catch (const error& e) {
           finish(e.code(), e.detail(), false);
           return;
         }
         in_queue_ = true;
       } else if (a.holder_ttl_ms) {
-        engine_->waiters_.saw_holder(p_.lock, *a.holder_ttl_ms);
+        engine_->waiters_.saw_holder(p_.lock, *a.holder_ttl_ms, a.holder_publishes);
       }
       arm_timer(a.wake_at);
       return;
@@ -175,7 +176,8 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
     return;
   }
   const bool pending = in_queue_ && engine_->waiters_.has_wake_up(&waiter_);
-  run(machine_.on_held(clock::now(), outcome.holder_ttl_ms, pending, cancel_requested));
+  run(machine_.on_held(clock::now(), outcome.holder_ttl_ms, pending, cancel_requested,
+                       outcome.holder_publishes));
 }
 
 void acquisition::arm_timer(clock::time_point at) {

@@ -45,8 +45,9 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   // On the I/O thread: begins with an attempt, or behind this client's earlier waiters.
   void start();
   // On the I/O thread: the blocking caller's attempt found the lock held with `ttl_ms` left
-  // (`attempted`), or the caller queues behind earlier waiters that saw that much left.
-  void start_waiting(std::int64_t ttl_ms, bool attempted);
+  // (`attempted`; `holder_publishes`: whether that holder announces its release), or the caller
+  // queues behind earlier waiters that saw that much left.
+  void start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes);
   // On the I/O thread: the client is stopping.
   void stop();
   // Not started because the client is stopped: on the calling thread.

@@ -10,16 +10,16 @@ using std::chrono::milliseconds;
 action acquisition_machine::start(clock::time_point now,
                                   std::optional<std::int64_t> queued_ttl_ms) {
   if (state_ != state::idle) return {};
-  if (queued_ttl_ms && now < deadline_) return wait(now, *queued_ttl_ms, false);
+  if (queued_ttl_ms && now < deadline_) return wait(now, *queued_ttl_ms, false, true);
   return attempt();
 }
 
 action acquisition_machine::start_waiting(clock::time_point now, std::int64_t ttl_ms,
-                                          bool attempted) {
+                                          bool attempted, bool holder_publishes) {
   if (state_ != state::idle) return {};
   attempted_ = attempted;
   if (now >= deadline_ && attempted_) return finish(verdict::timed_out);
-  return wait(now, ttl_ms, attempted);
+  return wait(now, ttl_ms, attempted, holder_publishes);
 }
 
 action acquisition_machine::attempt() {
@@ -43,7 +43,8 @@ action acquisition_machine::finish(verdict v, bool pass_wake_up) {
   return a;
 }
 
-action acquisition_machine::wait(clock::time_point now, std::int64_t ttl_ms, bool observed) {
+action acquisition_machine::wait(clock::time_point now, std::int64_t ttl_ms, bool observed,
+                                 bool holder_publishes) {
   state_ = state::waiting;
   action a;
   a.what = action::kind::wait;
@@ -51,14 +52,24 @@ action acquisition_machine::wait(clock::time_point now, std::int64_t ttl_ms, boo
     in_queue_ = true;
     a.join_queue = true;
   }
-  if (observed) a.holder_ttl_ms = ttl_ms;
+  if (observed) {
+    a.holder_ttl_ms = ttl_ms;
+    a.holder_publishes = holder_publishes;
+    // A holder that announces nothing is re-checked, sooner at first (a short critical section
+    // is the common case), then every foreign_recheck_max.
+    recheck_ = holder_publishes              ? milliseconds(0)
+               : recheck_ == milliseconds(0) ? foreign_recheck_first
+                                             : std::min(recheck_ * 2, foreign_recheck_max);
+  }
   a.wake_at = deadline_;
   // The holder's lease end (+1 ms: PTTL rounds down) wakes us if no unlock message comes. Compared
   // in milliseconds before converting: Redis accepts TTLs beyond the steady clock's range.
-  if (ttl_ms >= 0) {
-    const auto left_ms = std::chrono::duration_cast<milliseconds>(deadline_ - now).count();
-    if (ttl_ms < left_ms) a.wake_at = now + milliseconds(ttl_ms + 1);
+  const auto left_ms = std::chrono::duration_cast<milliseconds>(deadline_ - now).count();
+  std::int64_t sleep_ms = ttl_ms >= 0 ? ttl_ms + 1 : -1;
+  if (recheck_ > milliseconds(0) && (sleep_ms < 0 || recheck_.count() < sleep_ms)) {
+    sleep_ms = recheck_.count();
   }
+  if (sleep_ms >= 0 && sleep_ms < left_ms) a.wake_at = now + milliseconds(sleep_ms);
   return a;
 }
 
@@ -68,7 +79,8 @@ action acquisition_machine::on_acquired(bool cancel_requested) {
 }
 
 action acquisition_machine::on_held(clock::time_point now, std::int64_t ttl_ms,
-                                    bool wake_up_pending, bool cancel_requested) {
+                                    bool wake_up_pending, bool cancel_requested,
+                                    bool holder_publishes) {
   if (state_ != state::attempting) return {};
   // The wake-up this attempt used stood for an unlock someone else won: it is spent.
   used_wake_up_ = false;
@@ -78,9 +90,10 @@ action acquisition_machine::on_held(clock::time_point now, std::int64_t ttl_ms,
     // Woken while the attempt was out: try again at once.
     action a = attempt();
     a.holder_ttl_ms = ttl_ms;
+    a.holder_publishes = holder_publishes;
     return a;
   }
-  return wait(now, ttl_ms, true);
+  return wait(now, ttl_ms, true, holder_publishes);
 }
 
 action acquisition_machine::on_failed() {

@@ -21,6 +21,12 @@
 //              | cancel                       | finish cancelled
 //   done       | anything                     | none
 //
+// A holder that does not publish its release (a foreign client on a plain lock, see
+// attempt_outcome::holder_publishes) wakes nobody: while the attempts see such a holder, a wait
+// also ends after a re-check delay, foreign_recheck_first doubling up to foreign_recheck_max
+// (never past the holder's lease end or the deadline), so its release is noticed within
+// foreign_recheck_max plus one round trip.
+//
 // A wake-up stands for an unlock message. An attempt that used one and then failed hands it back
 // (finish.pass_wake_up), and the wait queue passes a waiter's unused wake-up on when it leaves, so
 // the unlock it announced reaches another waiter of this client.
@@ -36,6 +42,10 @@ class acquisition_machine {
  public:
   using clock = std::chrono::steady_clock;
 
+  // Re-check delays while the holder does not publish its release (see the top of this file).
+  static constexpr std::chrono::milliseconds foreign_recheck_first{10};
+  static constexpr std::chrono::milliseconds foreign_recheck_max{100};
+
   enum class verdict { acquired, timed_out, cancelled, failed };
 
   struct action {
@@ -45,6 +55,7 @@ class acquisition_machine {
     // this machine saw (nullopt: it queued behind others without looking).
     bool join_queue = false;
     std::optional<std::int64_t> holder_ttl_ms;
+    bool holder_publishes = true;      // with holder_ttl_ms: whether that holder publishes
     clock::time_point wake_at{};       // wait: when the timer fires
     verdict result = verdict::failed;  // finish
     bool pass_wake_up = false;         // finish: the failed attempt's wake-up goes back
@@ -56,9 +67,11 @@ class acquisition_machine {
   // An acquisition that makes its own first attempt, unless this client already has waiters
   // for the lock that saw its holder with `queued_ttl_ms` left: then it queues behind them.
   action start(clock::time_point now, std::optional<std::int64_t> queued_ttl_ms);
-  // A blocking caller's attempt found the lock held with `ttl_ms` left (`attempted`), or the
-  // caller queued behind earlier waiters that saw that much left.
-  action start_waiting(clock::time_point now, std::int64_t ttl_ms, bool attempted);
+  // A blocking caller's attempt found the lock held with `ttl_ms` left (`attempted`; by a holder
+  // that announces its release or not, `holder_publishes`), or the caller queued behind earlier
+  // waiters that saw that much left.
+  action start_waiting(clock::time_point now, std::int64_t ttl_ms, bool attempted,
+                       bool holder_publishes = true);
 
   // The driver sent the attempt an `attempt` action asked for; `used_wake_up`: it consumed one.
   void attempt_sent(bool used_wake_up);
@@ -66,7 +79,7 @@ class acquisition_machine {
   // The attempt's reply. `cancel_requested`: the caller's cancel token stopped meanwhile.
   action on_acquired(bool cancel_requested);
   action on_held(clock::time_point now, std::int64_t ttl_ms, bool wake_up_pending,
-                 bool cancel_requested);
+                 bool cancel_requested, bool holder_publishes = true);
   action on_failed();
 
   action on_wake_up();  // the lock's queue gave this waiter a wake-up
@@ -81,7 +94,7 @@ class acquisition_machine {
 
   action attempt();
   action finish(verdict v, bool pass_wake_up = false);
-  action wait(clock::time_point now, std::int64_t ttl_ms, bool observed);
+  action wait(clock::time_point now, std::int64_t ttl_ms, bool observed, bool holder_publishes);
 
   const clock::time_point deadline_;
   state state_ = state::idle;
@@ -89,6 +102,8 @@ class acquisition_machine {
   bool in_queue_ = false;      // joined the lock's wait queue
   bool used_wake_up_ = false;  // the attempt in flight consumed a wake-up
   bool cancelled_ = false;     // a cancel arrived while an attempt was in flight
+  // The next re-check delay while the holder does not publish (zero: it does).
+  std::chrono::milliseconds recheck_{0};
 };
 
 }  // namespace dlock::locks

@@ -3,6 +3,7 @@
 #include <future>
 
 #include "locks/engine/acquisition.hpp"
+#include "locks/names.hpp"
 #include "net/sync_call.hpp"
 
 namespace dlock::locks {
@@ -261,6 +262,12 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
   io_.check_same_process();
   check_lease(lease);
   io_.check_not_io_thread();
+  if (!lock.protocol->reentrant() && hold_count(lock, owner) != 0) {
+    // Waiting for oneself would never end; refused before anything is sent.
+    throw error(errc::would_deadlock, "the " + std::string(lock.protocol->kind()) + " lock '" +
+                                          printable_name(lock.name) +
+                                          "' is not reentrant and this thread holds it already");
+  }
   const auto started = clock::now();
   std::optional<std::int64_t> queued;
   // Behind this client's earlier waiters, unless the owner re-enters a hold it has.
@@ -269,6 +276,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
     if (queued && hold_count(lock, owner) != 0) queued.reset();
   }
   bool attempted = false;
+  bool publishes = true;
   std::int64_t ttl = queued.value_or(-1);
   if (!queued) {
     bool unconfirmed = false;
@@ -294,6 +302,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
     }
     attempted = true;
     ttl = first.holder_ttl_ms;
+    publishes = first.holder_publishes;
   }
   // Wait on the I/O thread's machine; the outcome travels as a reply (integer 1: held).
   net::sync_call call;
@@ -305,7 +314,8 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
         if (ec == errc::replicas_unavailable) return done({}, reply::make_integer(2));
         done(ec, ec ? reply::make_error(detail) : reply::make_integer(held ? 1 : 0));
       });
-  io_.post([machine, ttl, attempted] { machine->start_waiting(ttl, attempted); });
+  io_.post(
+      [machine, ttl, attempted, publishes] { machine->start_waiting(ttl, attempted, publishes); });
   const std::int64_t result = call.wait().integer;
   if (result == 2 && why != nullptr) *why = make_error_code(errc::replicas_unavailable);
   if (result == 1) observe_acquired(lock, started);

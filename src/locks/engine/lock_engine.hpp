@@ -61,9 +61,11 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
 
   // Takes or re-enters `lock` for owner `owner` (a thread key), blocking. `lease`: explicit, or
   // nullptr for the watchdog. Waits until `deadline` (a past one: one attempt). Returns whether
-  // the owner holds it. Throws dlock::error for I/O failures and invalid durations. `why`, when
-  // given, is set to errc::replicas_unavailable when the wait ended because the last attempt was
-  // not confirmed by lock_options::min_replicas replicas (cleared otherwise).
+  // the owner holds it. Throws dlock::error for I/O failures and invalid durations, and
+  // errc::would_deadlock, sending nothing, when `lock` is not reentrant (lock_protocol::
+  // reentrant()) and the owner holds it already. `why`, when given, is set to
+  // errc::replicas_unavailable when the wait ended because the last attempt was not confirmed by
+  // lock_options::min_replicas replicas (cleared otherwise).
   bool acquire(const lock_ref& lock, std::uint64_t owner, const std::chrono::milliseconds* lease,
                clock::time_point deadline, std::error_code* why = nullptr);
   // Takes `lock` for a new lock_lease without blocking; see mutex::async_acquire(). `done` also

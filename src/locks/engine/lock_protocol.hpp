@@ -49,6 +49,10 @@ struct attempt_outcome {
   std::uint64_t token = 0;          // acquired: the new hold's fencing token
   std::uint64_t count = 0;          // acquired / reentered: the owner's hold count now
   std::int64_t holder_ttl_ms = -1;  // held_by_other: the holder's lease left (-1: no TTL)
+  // held_by_other: whether the holder announces its release on the wake channel. A foreign
+  // client's hold (redis-py, redsync, node-redlock on a plain lock) does not: its waiters
+  // re-check with a bounded backoff instead of sleeping until a message or the lease end.
+  bool holder_publishes = true;
 };
 
 // A release of one hold. Every try carries the released hold's fencing token, so that a try
@@ -66,6 +70,7 @@ struct release_request {
 struct renewal_target {
   std::string_view name;
   std::string_view owner;
+  std::uint64_t token = 0;  // the hold's fencing token (part of a plain lock's value)
 };
 
 class lock_protocol {
@@ -74,6 +79,11 @@ class lock_protocol {
 
   // A short name for messages and metrics: "reentrant", "plain", ...
   virtual std::string_view kind() const noexcept = 0;
+
+  // Whether an owner may take the lock again while it holds it. For a lock that is not, the
+  // engine refuses such an attempt with errc::would_deadlock before sending anything: waiting for
+  // oneself would never end.
+  virtual bool reentrant() const noexcept { return true; }
 
   // The channel on which releases of `name` are announced; waiters listen there. Several locks
   // may share one channel (the engine wakes each lock's own waiters).

@@ -8,8 +8,9 @@ namespace dlock::locks {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-void wait_queues::lock_waiters::saw_holder(std::int64_t ttl_ms) {
+void wait_queues::lock_waiters::saw_holder(std::int64_t ttl_ms, bool publishes) {
   holder_seen = true;
+  holder_publishes = publishes;
   // A TTL beyond a century (Redis accepts them) would overflow the clock: treat it as none.
   constexpr std::int64_t century_ms =
       std::chrono::milliseconds(std::chrono::hours(24 * 365 * 100)).count();
@@ -19,7 +20,7 @@ void wait_queues::lock_waiters::saw_holder(std::int64_t ttl_ms) {
 }
 
 void wait_queues::join(const lock_ref& lock, const std::string& channel, waiter* w,
-                       std::optional<std::int64_t> holder_ttl_ms) {
+                       std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes) {
   std::lock_guard guard(mutex_);
   auto [channel_it, new_channel] = channels_.try_emplace(channel);
   if (new_channel) {
@@ -37,20 +38,23 @@ void wait_queues::join(const lock_ref& lock, const std::string& channel, waiter*
   }
   it->second.queue.push_back(w);
   // In the same critical section, so a newcomer never sees this waiter without the holder.
-  if (holder_ttl_ms) it->second.saw_holder(*holder_ttl_ms);
+  if (holder_ttl_ms) it->second.saw_holder(*holder_ttl_ms, holder_publishes);
 }
 
-void wait_queues::saw_holder(const lock_ref& lock, std::int64_t ttl_ms) {
+void wait_queues::saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool holder_publishes) {
   std::lock_guard guard(mutex_);
   const auto it = locks_.find(lock);
-  if (it != locks_.end()) it->second.saw_holder(ttl_ms);
+  if (it != locks_.end()) it->second.saw_holder(ttl_ms, holder_publishes);
 }
 
 std::optional<std::int64_t> wait_queues::queued_ttl(const lock_ref& lock) {
   std::lock_guard guard(mutex_);
   if (locks_.empty()) return std::nullopt;
   const auto it = locks_.find(lock);
-  if (it == locks_.end() || it->second.queue.empty() || !it->second.holder_seen) {
+  // Behind a holder that announces nothing a newcomer would sleep until its lease end: it makes
+  // its own attempt instead, and re-checks as the waiters before it do.
+  if (it == locks_.end() || it->second.queue.empty() || !it->second.holder_seen ||
+      !it->second.holder_publishes) {
     return std::nullopt;
   }
   const auto& end = it->second.holder_lease_end;

@@ -45,12 +45,14 @@ class wait_queues {
   // Queues `w` for `lock`, whose releases are announced on `channel`; the first waiter of a
   // channel subscribes it (and throws what subscribing throws). `holder_ttl_ms`: the holder's
   // lease left as the waiter's failed attempt saw it (-1: no TTL); nullopt if it made none.
+  // `holder_publishes`: whether that holder announces its release (see attempt_outcome).
   void join(const lock_ref& lock, const std::string& channel, waiter* w,
-            std::optional<std::int64_t> holder_ttl_ms);
+            std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes = true);
   // A waiter's later attempt saw the holder with `ttl_ms` left.
-  void saw_holder(const lock_ref& lock, std::int64_t ttl_ms);
-  // If this client has waiters for `lock` that saw its holder: the holder's lease left as they
-  // last saw it (-1: no TTL). Cheap when nobody waits at all (the uncontended path).
+  void saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool holder_publishes = true);
+  // If this client has waiters for `lock` that saw its holder, and that holder announces its
+  // release: the holder's lease left as they last saw it (-1: no TTL). Cheap when nobody waits
+  // at all (the uncontended path).
   std::optional<std::int64_t> queued_ttl(const lock_ref& lock);
   // Takes `w`'s pending wake-up; returns whether it had one.
   bool take_wake_up(waiter* w);
@@ -73,8 +75,9 @@ class wait_queues {
     // When the holder's lease ends, as the latest failed attempt saw it (nullopt: no TTL); only
     // meaningful once `holder_seen`.
     bool holder_seen = false;
+    bool holder_publishes = true;
     std::optional<std::chrono::steady_clock::time_point> holder_lease_end;
-    void saw_holder(std::int64_t ttl_ms);
+    void saw_holder(std::int64_t ttl_ms, bool publishes);
   };
   struct channel_listeners {
     subscription sub;

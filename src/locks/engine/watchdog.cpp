@@ -125,7 +125,7 @@ void watchdog::send_checks(std::vector<hold_registry::hold_check> checks) {
         std::vector<renewal_target> targets;
         targets.reserve(batch.size());
         for (const auto& c : batch)
-          targets.push_back({c.key.lock.name, c.owner_field});
+          targets.push_back({c.key.lock.name, c.owner_field, c.token});
         io_.eval(
             protocol.check(targets),
             back_on_io(weak_from_this(), io_, std::move(batch), protocol, &watchdog::on_checked),
@@ -163,8 +163,12 @@ void watchdog::send_renewals(std::vector<lease::renewal> due, bool urgent) {
       [&](const lock_protocol& protocol, std::vector<lease::renewal> batch) {
         std::vector<renewal_target> targets;
         targets.reserve(batch.size());
-        for (const auto& r : batch)
-          targets.push_back({r.key->name, r.key->owner_field});
+        for (const auto& r : batch) {
+          // Under the holds' mutex (see tick()): the hold's token is part of a plain lock's value.
+          const hold_key* holder = holds_.registry.holder_of(r.id);
+          const std::uint64_t token = holder == nullptr ? 0 : holds_.registry.token(*holder);
+          targets.push_back({r.key->name, r.key->owner_field, token});
+        }
         ++counters_.renewal_scripts;
         io_.eval(
             protocol.renew(targets, lease),

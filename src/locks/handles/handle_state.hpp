@@ -1,7 +1,7 @@
 // src/locks/handles/handle_state.hpp
 //
 // What the public handles hold, opaque to users: the engine and the lock (dlock::mutex), or one
-// hold of it (dlock::lock_lease).
+// hold of it (dlock::lock_lease); dlock::plain_lock as dlock::mutex.
 #pragma once
 
 #include <memory>
@@ -10,11 +10,20 @@
 
 #include "dlock/lock_lease.hpp"
 #include "dlock/mutex.hpp"
+#include "dlock/plain_lock.hpp"
 #include "locks/engine/lock_engine.hpp"
 
 namespace dlock {
 
 class mutex::impl {
+ public:
+  impl(std::shared_ptr<locks::lock_engine> e, locks::lock_ref l)
+      : engine(std::move(e)), lock(std::move(l)) {}
+  const std::shared_ptr<locks::lock_engine> engine;
+  const locks::lock_ref lock;
+};
+
+class plain_lock::impl {
  public:
   impl(std::shared_ptr<locks::lock_engine> e, locks::lock_ref l)
       : engine(std::move(e)), lock(std::move(l)) {}

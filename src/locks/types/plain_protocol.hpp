@@ -1,0 +1,51 @@
+// src/locks/types/plain_protocol.hpp
+//
+// The plain lock (dlock::plain_lock), as redis-py's Lock, Go's redsync and node-redlock keep it: a
+// string at the lock's name holding its holder's value, set by SET NX PX, released by
+// compare-and-delete, so those clients and dlock exclude each other on the same key. dlock's value
+// is "<client id>:<owner key>:<fencing token>"; releases are announced with "0" on
+// "dlock:plain_unlock:{name}" (foreign clients announce nothing: their waiters re-check, see
+// attempt_outcome::holder_publishes). Not reentrant. The scripts are
+// src/locks/scripts/plain_*.lua, shared with Redlock (do not change their interfaces).
+#pragma once
+
+#include "locks/engine/lock_protocol.hpp"
+
+namespace dlock::locks {
+
+class plain_protocol final : public lock_protocol {
+ public:
+  plain_protocol();
+
+  std::string_view kind() const noexcept override { return "plain"; }
+  bool reentrant() const noexcept override { return false; }
+  std::string wake_channel(std::string_view name) const override;
+  script_call attempt(const attempt_request& request) const override;
+  attempt_outcome read_attempt(const reply& r) const override;
+  script_call release(const release_request& request) const override;
+  script_call renew(std::span<const renewal_target> targets,
+                    std::chrono::milliseconds lease) const override;
+  script_call check(std::span<const renewal_target> targets) const override;
+  std::vector<bool> read_renewal(const reply& r, std::size_t targets) const override;
+  script_call force_release(std::string_view name) const override;
+  bool read_force_release(std::string_view name, const reply& r) const override;
+  script_call status(std::string_view name) const override;
+  lock_status read_status(std::string_view name, const reply& r) const override;
+  std::vector<std::string_view> scripts() const override;
+
+ private:
+  const script lock_;
+  const script unlock_;
+  const script renew_;
+  const script force_;
+  const script status_;
+};
+
+// The value a dlock holder keeps in a plain lock's key: "<owner>:<token>".
+std::string plain_lock_value(std::string_view owner, std::uint64_t token);
+
+// Whether `value` has the form of a dlock holder's value ("<32 hex digits>:<number>:<nonce>",
+// the rule plain_lock.lua and plain_force_unlock.lua apply).
+bool is_dlock_value(std::string_view value);
+
+}  // namespace dlock::locks
