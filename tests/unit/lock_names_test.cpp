@@ -63,11 +63,13 @@ TEST(LockNames, FenceKeyTagsBraceFreeNamesAndTheSlotOfOthers) {
 // and "{q}") must not share it.
 TEST(LockNames, FenceKeysAreOneToOne) {
   std::vector<std::string> names = test::lock_name_cases();
-  for (const std::string extra : {"q", "{q}", "a{b", "{a{b}", "{{{", "{{{{}"}) names.emplace_back(extra);
+  for (const std::string extra : {"q", "{q}", "a{b", "{a{b}", "{{{", "{{{{}"})
+    names.emplace_back(extra);
   std::map<std::string, std::string> seen;
   for (const std::string& name : names) {
     const auto [at, inserted] = seen.emplace(fence_key(name), name);
-    EXPECT_TRUE(inserted || at->second == name) << name << " and " << at->second << " -> " << at->first;
+    EXPECT_TRUE(inserted || at->second == name)
+        << name << " and " << at->second << " -> " << at->first;
   }
   EXPECT_EQ(unlock_channel("q"), unlock_channel("{q}"));
   EXPECT_NE(fence_key("q"), fence_key("{q}"));

@@ -69,8 +69,7 @@ script_call reentrant_protocol::release(const release_request& request) const {
   return {&unlock_,
           {request.name, unlock_channel(request.name), fence_key(request.name)},
           {std::string(unlock_message), ms_arg(request.lease), request.owner,
-           std::to_string(request.remaining),
-           std::to_string(request.token), "publish"},
+           std::to_string(request.remaining), std::to_string(request.token), "publish"},
           5};
 }
 
