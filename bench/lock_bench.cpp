@@ -76,6 +76,8 @@ struct bench_options {
   std::string python = "/usr/bin/python3";  // empty: no redis-py baseline
   std::string node = "node";                // empty: no redlock baseline
   std::string baselines_dir = DLOCK_BENCH_BASELINES_DIR;
+  std::string
+      json_path;  // not empty: also write the charted medians there (bench/plot_benchmarks.py)
 };
 
 // Reads the command line into `o`. Returns an exit code when the program is to stop: 0 after
@@ -126,6 +128,10 @@ std::optional<int> parse_args(int argc, char** argv, bench_options& o) {
   app.add_option("--baselines", o.baselines_dir,
                  "Folder of the baseline scripts (default: the source tree's)")
       ->type_name("DIR");
+  app.add_option("--json", o.json_path,
+                 "Also write the medians of (a), (b), (c2) and (h) as charts for\n"
+                 "bench/plot_benchmarks.py to this file")
+      ->type_name("PATH");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -808,6 +814,59 @@ int run(int argc, char** argv) {
       "(%.2fx, %.2f, %.2f ms)\n",
       verdict(rc >= 1.6 && cmds <= 3 && p99 <= 20), rc, cmds, p99);
   std::printf("target (h)  p50 <= 2 RTT: %s (%.1f RTT)\n", verdict(h50 <= 2), h50);
+  if (!o.json_path.empty()) {
+    // The input of bench/plot_benchmarks.py: one chart per figure, a series per side, null for a
+    // side that did not run.
+    auto series = [&](const std::vector<std::pair<std::string, double run_result::*>>& groups) {
+      std::string out;
+      for (int side = 0; side < side_count; ++side) {
+        out += std::string(side == 0 ? "" : ",\n") + "        {\"name\": \"" + side_names[side] +
+               "\", \"values\": [";
+        for (std::size_t g = 0; g < groups.size(); ++g) {
+          const double v = value(groups[g].first, side, groups[g].second);
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.6g", v);
+          out += std::string(g == 0 ? "" : ", ") + (v < 0 ? "null" : buf);
+        }
+        out += "]}";
+      }
+      return out;
+    };
+    auto chart = [&](const std::string& id, const std::string& title, const std::string& unit,
+                     const std::string& groups, const std::string& body) {
+      return "    {\n      \"id\": \"" + id + "\",\n      \"title\": \"" + title +
+             "\",\n      \"source\": \"dlock_bench_lock, medians of " + std::to_string(o.repeat) +
+             "\",\n      \"unit\": \"" + unit + "\",\n      \"log_scale\": true,\n" +
+             "      \"groups\": [" + groups + "],\n      \"series\": [\n" + body +
+             "\n      ]\n    }";
+    };
+    const std::string json =
+        "{\n  \"charts\": [\n" +
+        chart(
+            "lock-throughput", "Lock/unlock cycles per second, one redis-server (log scale)",
+            "cycles/s",
+            "\"(a) 1 thread\", \"(b) " + threads + " threads, own keys\", \"(c2) " + threads +
+                " threads, one key\"",
+            series(
+                {{"a", &run_result::rate}, {"b", &run_result::rate}, {"c2", &run_result::rate}})) +
+        ",\n" +
+        chart("lock-handoff", "Handoff: unlock to lock() returning in a waiting thread (log scale)",
+              "ms", "\"p50\", \"p99\"",
+              series({{"h", &run_result::handoff_p50_ms}, {"h", &run_result::handoff_p99_ms}})) +
+        ",\n" +
+        chart("lock-contended-wait", "Wait for a contended lock, (c2) (log scale)", "ms",
+              "\"wait p50\", \"wait p99\"",
+              series({{"c2", &run_result::wait_p50_ms}, {"c2", &run_result::wait_p99_ms}})) +
+        "\n  ]\n}\n";
+    std::FILE* f = std::fopen(o.json_path.c_str(), "w");
+    bool written = f != nullptr && std::fwrite(json.data(), 1, json.size(), f) == json.size();
+    if (f != nullptr && std::fclose(f) != 0) written = false;
+    if (!written) {
+      std::fprintf(stderr, "dlock_bench_lock: cannot write %s\n", o.json_path.c_str());
+      return 1;
+    }
+    std::printf("medians written to %s\n", o.json_path.c_str());
+  }
   return 0;
 }
 

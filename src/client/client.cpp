@@ -97,6 +97,7 @@ struct client::impl {
     locks->io().set_io_thread(io_thread.get_id());
     // Every lock type shows in metrics_text() from the start, with zeros.
     (void)locks->counters().of(reentrant().kind());
+    (void)locks->counters().of(plain().kind());
   }
 
   ~impl() {

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "core/hash_slot.hpp"
@@ -84,6 +86,36 @@ TEST_F(ClusterLock, AFreshClientsFirstBurstGoesStraightToTheSlotsMasters) {
     EXPECT_EQ(r.get().str, "OK");
   EXPECT_EQ(c.routing_metrics().moved, 0u);
   EXPECT_EQ(c.routing_metrics().map_refreshes, 1u);
+}
+
+// client_options::on_log hears the slot map load, and metrics_text() shows the deployment.
+TEST_F(ClusterLock, TheLogHookAndMetricsTextSeeTheClusterMap) {
+  std::mutex m;
+  std::condition_variable changed;
+  std::vector<std::string> masters_fields;  // of every "cluster map refreshed" record
+  client_options o = client_options::from_url(replica_url());
+  o.on_log = [&](const log_record& r) {
+    if (r.message != "cluster map refreshed") return;
+    for (const log_field& f : r.fields) {
+      if (f.key != "masters") continue;
+      {
+        std::lock_guard lock(m);
+        masters_fields.push_back(f.value);
+      }
+      changed.notify_all();
+    }
+  };
+  client c{o};
+  EXPECT_EQ(c.command({"PING"}).str, "PONG");
+  {
+    std::unique_lock lock(m);
+    ASSERT_TRUE(changed.wait_for(lock, 10s, [&] { return !masters_fields.empty(); }))
+        << "the slot map load was not logged";
+    EXPECT_EQ(masters_fields.front(), "3");
+  }
+  const std::string text = c.metrics_text();
+  EXPECT_NE(text.find("\ndlock_deployment{kind=\"cluster\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ndlock_cluster_map_refreshes_total 1\n"), std::string::npos) << text;
 }
 
 TEST_F(ClusterLock, OneServerIsNotACluster) {

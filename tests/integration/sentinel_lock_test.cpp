@@ -5,7 +5,11 @@
 
 #include <atomic>
 #include <future>
+#include <map>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "dlock/dlock.hpp"
 #include "redis_sentinel_group.hpp"
@@ -174,7 +178,18 @@ TEST(SentinelFailover, KillingTheMasterKeepsOrReportsTheHoldAndWaitersGetTheLock
 
 TEST(SentinelFailover, AGracefulFailoverKeepsAWatchdogHold) {
   test::redis_test_sentinel_group g;
-  client c{options_for(g.sentinel_url(), 3s)};
+  client_options o = options_for(g.sentinel_url(), 3s);
+  std::mutex switches_mutex;
+  std::vector<std::map<std::string, std::string>> switches;  // "master switched" log records
+  o.on_log = [&](const log_record& r) {
+    if (r.message != "master switched") return;
+    std::map<std::string, std::string> fields;
+    for (const log_field& f : r.fields)
+      fields.emplace(std::string(f.key), f.value);
+    std::lock_guard lock(switches_mutex);
+    switches.push_back(std::move(fields));
+  };
+  client c{o};
   const std::string name = test::unique_key("g");
   mutex m = c.get_lock(name);
   m.lock();
@@ -187,6 +202,11 @@ TEST(SentinelFailover, AGracefulFailoverKeepsAWatchdogHold) {
   EXPECT_EQ(g.cli(new_master, {"EXISTS", name}), "1");
   EXPECT_EQ(m.unlock_checked(), std::error_code{});
   EXPECT_GT(c.routing_metrics().map_refreshes, 0u) << "no +switch-master was heard";
+  std::lock_guard lock(switches_mutex);
+  ASSERT_FALSE(switches.empty()) << "the log hook heard no master switch";
+  EXPECT_EQ(switches.front().at("master"), g.master_name());
+  EXPECT_NE(switches.front().at("switch").find(std::to_string(new_master)), std::string::npos)
+      << switches.front().at("switch");
 }
 
 }  // namespace
