@@ -421,6 +421,7 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
 
   attempt_result result;
   std::vector<std::size_t> granted;
+  std::vector<std::uint64_t> tokens(answers.size(), 0);
   std::uint64_t token = 0;
   std::vector<milliseconds> holder_ttls;
   for (std::size_t i = 0; i < answers.size(); ++i) {
@@ -428,8 +429,8 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
     if (is_yes_array(r) && r->elements.size() >= 2) {
       granted.push_back(i);
       const reply& t = r->elements[1];
-      token = std::max<std::uint64_t>(
-          token, t.is_integer() ? static_cast<std::uint64_t>(t.integer) : std::stoull(t.str));
+      tokens[i] = t.is_integer() ? static_cast<std::uint64_t>(t.integer) : std::stoull(t.str);
+      token = std::max(token, tokens[i]);
     } else if (r && r->is_array() && r->elements.size() >= 3 && r->elements[0].integer == 0) {
       ++result.refused;
       const std::int64_t pttl = r->elements[1].integer;
@@ -438,8 +439,15 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
     }
   }
   if (granted.size() >= quorum_ && now < validity_end) {
-    // Later majorities overlap this one in at least one master: make its counter know the token.
-    send(granted, fence_script(), {locks::fence_key(name)}, {std::to_string(token)});
+    // Later majorities overlap this one in at least one master: make its counter know the token
+    // (the masters that handed out this very token know it already).
+    std::vector<std::size_t> behind;
+    for (const std::size_t i : granted) {
+      if (tokens[i] < token) behind.push_back(i);
+    }
+    if (!behind.empty()) {
+      send(behind, fence_script(), {locks::fence_key(name)}, {std::to_string(token)});
+    }
     auto hold = std::make_shared<redlock_hold>();
     hold->name = name;
     hold->owner = owner;
