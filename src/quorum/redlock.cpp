@@ -149,6 +149,7 @@ struct redlock_hold {
   clock::time_point next_renewal;
   std::stop_source lost_source;
   bool lost = false;
+  bool released = false;  // unlocked (or its thread ended): no renewal or loss concerns it any more
 };
 
 class redlock::impl : public core::thread_exit_listener {
@@ -218,7 +219,11 @@ class redlock::impl : public core::thread_exit_listener {
 
   void run_watchdog();
   void renew(std::vector<std::shared_ptr<redlock_hold>> due);
-  void report_loss(const std::shared_ptr<redlock_hold>& hold, lock_loss_reason reason) noexcept;
+  // Marks the hold lost, stops its token and tells on_lock_lost, once; not for a hold released
+  // meanwhile unless `even_if_released` (the thread ended or the redlock stopped: that is the
+  // loss).
+  void report_loss(const std::shared_ptr<redlock_hold>& hold, lock_loss_reason reason,
+                   bool even_if_released = false) noexcept;
 
   mutable std::shared_mutex clients_mutex_;
   std::vector<std::unique_ptr<client>> masters_;  // cleared by stop()
@@ -303,7 +308,7 @@ void redlock::impl::stop() noexcept {
       release_on_all(hold->name, hold->value);
     } catch (...) {  // NOLINT(bugprone-empty-catch): the lease ends them anyway
     }
-    report_loss(hold, lock_loss_reason::client_stopped);
+    report_loss(hold, lock_loss_reason::client_stopped, true);
   }
   {
     std::unique_lock lock(releases_mutex_);
@@ -467,9 +472,12 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   });
   if (!holder_ttls.empty()) {
     // The holder keeps a majority until enough of its masters' leases ended for ours to win.
+    // We can win once no more than size - quorum of its masters still hold: after the
+    // (refused - (size - quorum))-th shortest lease ends.
     std::sort(holder_ttls.begin(), holder_ttls.end());
-    const std::size_t needed = std::min(holder_ttls.size() - 1, size_ - quorum_);
-    result.holder_left = holder_ttls[needed];
+    const std::size_t must_end =
+        holder_ttls.size() > size_ - quorum_ ? holder_ttls.size() - (size_ - quorum_) : 1;
+    result.holder_left = holder_ttls[must_end - 1];
   }
   check_not_cluster();
   return result;
@@ -608,8 +616,10 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
       waker = std::make_shared<redlock_waker>();
       subs = subscribe_all(name, waker);
       std::unique_lock lock(waker->mutex);
-      waker->changed.wait_until(lock, std::min(deadline, clock::now() + options_.request_timeout),
-                                [&] { return waker->subscribed >= size_ || waker->stopped; });
+      waker->changed.wait_until(
+          lock, std::min(deadline, clock::now() + options_.request_timeout),
+          // A majority of listeners hears at least one master of any holder's majority.
+          [&] { return waker->subscribed >= quorum_ || waker->stopped; });
       if (waker->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
       continue;
     }
@@ -654,6 +664,7 @@ std::error_code redlock::impl::release(const std::string& name) noexcept {
     if (it == holds_.end()) return make_error_code(errc::not_owner);
     hold = it->second;
     was_lost = hold->lost;
+    hold->released = true;
     holds_.erase(it);
   }
   try {
@@ -670,6 +681,7 @@ void redlock::impl::on_thread_exit(std::uint64_t thread_key) noexcept {
     std::lock_guard lock(holds_mutex_);
     for (auto it = holds_.begin(); it != holds_.end();) {
       if (it->first.second == thread_key) {
+        it->second->released = true;
         orphans.push_back(it->second);
         it = holds_.erase(it);
       } else {
@@ -683,15 +695,15 @@ void redlock::impl::on_thread_exit(std::uint64_t thread_key) noexcept {
     } catch (...) {  // NOLINT(bugprone-empty-catch): stopped; the leases end the holds
     }
     if (hold->gate) hold->gate->release();
-    report_loss(hold, lock_loss_reason::thread_exited);
+    report_loss(hold, lock_loss_reason::thread_exited, true);
   }
 }
 
-void redlock::impl::report_loss(const std::shared_ptr<redlock_hold>& hold,
-                                lock_loss_reason reason) noexcept {
+void redlock::impl::report_loss(const std::shared_ptr<redlock_hold>& hold, lock_loss_reason reason,
+                                bool even_if_released) noexcept {
   {
     std::lock_guard lock(holds_mutex_);
-    if (hold->lost) return;
+    if (hold->lost || (hold->released && !even_if_released)) return;
     hold->lost = true;
   }
   hold->lost_source.request_stop();
@@ -779,6 +791,7 @@ void redlock::impl::renew(std::vector<std::shared_ptr<redlock_hold>> due) {
         }
       }
       auto& hold = due[j];
+      if (hold->released) continue;
       if (confirmed >= quorum_ && now < validity_end) {
         hold->valid_until = validity_end;
         hold->next_renewal = start + lease / 3;
