@@ -58,6 +58,9 @@ const script& fence_script() {
   return s;
 }
 
+// The most holds one renewal script carries (a long script blocks its master meanwhile).
+constexpr std::size_t max_renewal_batch = 1000;
+
 // The margin Redlock keeps for clock drift between this process and the masters.
 milliseconds drift_of(milliseconds lease) {
   return lease / 100 + milliseconds(2);
@@ -745,7 +748,12 @@ void redlock::impl::run_watchdog() {
       report_loss(hold, lock_loss_reason::lease_expired);
     for (const auto& hold : unconfirmed)
       report_loss(hold, lock_loss_reason::unconfirmed);
-    if (!due.empty()) renew(std::move(due));
+    // One script per master for up to max_renewal_batch holds, as the lock engine does.
+    for (std::size_t first = 0; first < due.size(); first += max_renewal_batch) {
+      const std::size_t last = std::min(due.size(), first + max_renewal_batch);
+      renew({due.begin() + static_cast<std::ptrdiff_t>(first),
+             due.begin() + static_cast<std::ptrdiff_t>(last)});
+    }
     lock.lock();
   }
 }
