@@ -168,8 +168,11 @@ class redlock::impl : public core::thread_exit_listener {
   }
   void stop() noexcept;
 
-  bool acquire(const std::string& name, clock::duration wait, const milliseconds* lease);
-  std::error_code release(const std::string& name) noexcept;
+  // Acquires `name` for the owner `owner_key` (a thread's key, or a lease's own key). Throws
+  // errc::cancelled when `cancel` stops first.
+  bool acquire(const std::string& name, clock::duration wait, const milliseconds* lease,
+               std::uint64_t owner_key, const std::stop_token& cancel = {});
+  std::error_code release(const std::string& name, std::uint64_t owner_key) noexcept;
   // What this thread's hold of `name` looks like now (no I/O).
   struct hold_view {
     bool present = false;
@@ -178,7 +181,7 @@ class redlock::impl : public core::thread_exit_listener {
     std::stop_token stop;
     clock::time_point valid_until;
   };
-  hold_view find(const std::string& name) const noexcept;
+  hold_view find(const std::string& name, std::uint64_t owner_key) const noexcept;
   std::string owner_of_current_thread() const {
     return client_id_ + ":" + std::to_string(core::current_thread_key());
   }
@@ -215,7 +218,8 @@ class redlock::impl : public core::thread_exit_listener {
                                                   const std::string& value);
   void check_not_cluster();
   std::shared_ptr<redlock_gate> gate_for(const std::string& name);
-  bool enter_gate(const std::shared_ptr<redlock_gate>& gate, clock::time_point deadline);
+  bool enter_gate(const std::shared_ptr<redlock_gate>& gate, clock::time_point deadline,
+                  const std::stop_token& cancel);
   std::vector<subscription> subscribe_all(const std::string& name,
                                           const std::shared_ptr<redlock_waker>& waker);
   void forget_waker(const std::shared_ptr<redlock_waker>& waker);
@@ -503,10 +507,12 @@ std::shared_ptr<redlock_gate> redlock::impl::gate_for(const std::string& name) {
 }
 
 bool redlock::impl::enter_gate(const std::shared_ptr<redlock_gate>& gate,
-                               clock::time_point deadline) {
+                               clock::time_point deadline, const std::stop_token& cancel) {
   std::unique_lock lock(gate->mutex);
-  gate->freed.wait_until(lock, deadline, [&] { return !gate->busy || gate->stopped; });
+  gate->freed.wait_until(lock, deadline,
+                         [&] { return !gate->busy || gate->stopped || cancel.stop_requested(); });
   if (gate->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
+  if (cancel.stop_requested()) throw error(errc::cancelled, "the acquisition was cancelled");
   if (gate->busy) return false;
   gate->busy = true;
   return true;
@@ -546,10 +552,10 @@ void redlock::impl::forget_waker(const std::shared_ptr<redlock_waker>& waker) {
 }
 
 bool redlock::impl::acquire(const std::string& name, clock::duration wait,
-                            const milliseconds* lease) {
+                            const milliseconds* lease, std::uint64_t owner_key,
+                            const std::stop_token& cancel) {
   const milliseconds lease_ms = lease != nullptr ? *lease : options_.watchdog_timeout;
   if (lease != nullptr) check_lease(lease_ms, "the lease");
-  const std::uint64_t owner_key = core::current_thread_key();
   const std::string owner = client_id_ + ":" + std::to_string(owner_key);
   {
     std::lock_guard lock(holds_mutex_);
@@ -564,12 +570,21 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     }
   }
   // A lost hold this thread never unlocked: forget it (releasing it where it may remain).
-  (void)release(name);
+  (void)release(name, owner_key);
 
   check_not_cluster();
   const auto deadline = clock::now() + wait;
   auto gate = gate_for(name);
-  if (!enter_gate(gate, deadline)) return false;
+  auto waker = std::make_shared<redlock_waker>();
+  // Cancelling wakes whichever wait this acquisition is in (taking each mutex first, so that a
+  // waiter between its check and its sleep cannot miss the notification).
+  const std::stop_callback on_cancel(cancel, [&gate, &waker] {
+    { const std::lock_guard g(gate->mutex); }
+    gate->freed.notify_all();
+    { const std::lock_guard w(waker->mutex); }
+    waker->changed.notify_all();
+  });
+  if (!enter_gate(gate, deadline, cancel)) return false;
   bool gate_kept = false;
   struct gate_guard {
     std::shared_ptr<redlock_gate>& gate;
@@ -579,21 +594,22 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     }
   } guard{gate, gate_kept};
 
-  std::shared_ptr<redlock_waker> waker;
-  std::vector<subscription> subs;
+  std::vector<subscription> subs;  // empty until the first attempt failed
   struct waker_guard {
     impl& self;
     std::shared_ptr<redlock_waker>& waker;
     std::vector<subscription>& subs;
     ~waker_guard() {
+      if (subs.empty()) return;
       subs.clear();
-      if (waker) self.forget_waker(waker);
+      self.forget_waker(waker);
     }
   } unsubscribe{*this, waker, subs};
 
   for (;;) {
+    if (cancel.stop_requested()) throw error(errc::cancelled, "the acquisition was cancelled");
     std::uint64_t seen_generation = 0;
-    if (waker) {
+    {
       std::lock_guard lock(waker->mutex);
       seen_generation = waker->generation;
     }
@@ -614,15 +630,16 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     }
     if (clock::now() >= deadline) return false;
 
-    if (!waker) {
+    if (subs.empty()) {
       // Listen before the next attempt, so that no release between the two goes unheard.
-      waker = std::make_shared<redlock_waker>();
       subs = subscribe_all(name, waker);
       std::unique_lock lock(waker->mutex);
       waker->changed.wait_until(
           lock, std::min(deadline, clock::now() + options_.request_timeout),
           // A majority of listeners hears at least one master of any holder's majority.
-          [&] { return waker->subscribed >= quorum_ || waker->stopped; });
+          [&] {
+            return waker->subscribed >= quorum_ || waker->stopped || cancel.stop_requested();
+          });
       if (waker->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
       continue;
     }
@@ -644,26 +661,28 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     until = std::min(until, deadline);
     std::unique_lock lock(waker->mutex);
     waker->changed.wait_until(lock, until, [&] {
-      return waker->stopped || (wake_on_message && waker->generation != seen_generation);
+      return waker->stopped || cancel.stop_requested() ||
+             (wake_on_message && waker->generation != seen_generation);
     });
     if (waker->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
   }
 }
 
-redlock::impl::hold_view redlock::impl::find(const std::string& name) const noexcept {
+redlock::impl::hold_view redlock::impl::find(const std::string& name,
+                                             std::uint64_t owner_key) const noexcept {
   std::lock_guard lock(holds_mutex_);
-  auto it = holds_.find({name, core::current_thread_key()});
+  auto it = holds_.find({name, owner_key});
   if (it == holds_.end()) return {};
   const redlock_hold& h = *it->second;
   return {true, h.lost, h.token, h.lost_source.get_token(), h.valid_until};
 }
 
-std::error_code redlock::impl::release(const std::string& name) noexcept {
+std::error_code redlock::impl::release(const std::string& name, std::uint64_t owner_key) noexcept {
   std::shared_ptr<redlock_hold> hold;
   bool was_lost = false;
   {
     std::lock_guard lock(holds_mutex_);
-    auto it = holds_.find({name, core::current_thread_key()});
+    auto it = holds_.find({name, owner_key});
     if (it == holds_.end()) return make_error_code(errc::not_owner);
     hold = it->second;
     was_lost = hold->lost;
@@ -864,31 +883,113 @@ bool redlock_mutex::try_lock() {
 
 bool redlock_mutex::acquire_for(steady_clock::duration wait,
                                 const std::chrono::milliseconds* lease) {
-  return state_->impl->acquire(state_->name, wait, lease);
+  return state_->impl->acquire(state_->name, wait, lease, core::current_thread_key());
 }
 
 std::error_code redlock_mutex::unlock_checked() noexcept {
-  return state_->impl->release(state_->name);
+  return state_->impl->release(state_->name, core::current_thread_key());
 }
 
 bool redlock_mutex::is_held_by_current_thread() const noexcept {
-  const auto hold = state_->impl->find(state_->name);
+  const auto hold = state_->impl->find(state_->name, core::current_thread_key());
   return hold.present && !hold.lost && clock::now() < hold.valid_until;
 }
 
 std::uint64_t redlock_mutex::fencing_token() const noexcept {
-  return state_->impl->find(state_->name).token;
+  return state_->impl->find(state_->name, core::current_thread_key()).token;
 }
 
 std::stop_token redlock_mutex::stop_token() const noexcept {
-  return state_->impl->find(state_->name).stop;
+  return state_->impl->find(state_->name, core::current_thread_key()).stop;
 }
 
 std::chrono::milliseconds redlock_mutex::validity() const noexcept {
-  const auto hold = state_->impl->find(state_->name);
+  const auto hold = state_->impl->find(state_->name, core::current_thread_key());
   if (!hold.present || hold.lost) return milliseconds::zero();
   return std::max(milliseconds::zero(),
                   std::chrono::duration_cast<milliseconds>(hold.valid_until - clock::now()));
+}
+
+// --- asynchronous acquisition -------------------------------------------------------------------
+
+class redlock_lease::impl {
+ public:
+  impl(std::shared_ptr<redlock::impl> owner, std::string lock_name, std::uint64_t key)
+      : quorum(std::move(owner)), name(std::move(lock_name)), owner_key(key) {}
+  std::shared_ptr<redlock::impl> quorum;
+  std::string name;
+  std::uint64_t owner_key;
+};
+
+redlock_lease::redlock_lease() noexcept = default;
+redlock_lease::redlock_lease(std::unique_ptr<impl> state) noexcept : state_(std::move(state)) {}
+redlock_lease::redlock_lease(redlock_lease&& other) noexcept = default;
+redlock_lease& redlock_lease::operator=(redlock_lease&& other) noexcept {
+  if (this != &other) {
+    (void)release();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+redlock_lease::~redlock_lease() {
+  (void)release();
+}
+
+std::error_code redlock_lease::release() noexcept {
+  if (!state_) return make_error_code(errc::not_owner);
+  const std::unique_ptr<impl> state = std::move(state_);
+  return state->quorum->release(state->name, state->owner_key);
+}
+
+std::uint64_t redlock_lease::fencing_token() const noexcept {
+  return state_ ? state_->quorum->find(state_->name, state_->owner_key).token : 0;
+}
+
+std::stop_token redlock_lease::stop_token() const noexcept {
+  return state_ ? state_->quorum->find(state_->name, state_->owner_key).stop : std::stop_token{};
+}
+
+bool redlock_lease::lost() const noexcept {
+  if (!state_) return false;
+  const auto hold = state_->quorum->find(state_->name, state_->owner_key);
+  return !hold.present || hold.lost;
+}
+
+std::chrono::milliseconds redlock_lease::validity() const noexcept {
+  if (!state_) return milliseconds::zero();
+  const auto hold = state_->quorum->find(state_->name, state_->owner_key);
+  if (!hold.present || hold.lost) return milliseconds::zero();
+  return std::max(milliseconds::zero(),
+                  std::chrono::duration_cast<milliseconds>(hold.valid_until - clock::now()));
+}
+
+std::string redlock_lease::owner_id() const {
+  return state_ ? state_->quorum->client_id_ + ":" + std::to_string(state_->owner_key)
+                : std::string();
+}
+
+std::future<redlock_lease> redlock_mutex::async_acquire(const acquire_options& options) {
+  if (options.lease) check_lease(*options.lease, "the lease");
+  auto promise = std::make_shared<std::promise<redlock_lease>>();
+  auto future = promise->get_future();
+  // A fresh owner: never a thread's key, so thread exits do not touch it.
+  const std::uint64_t key = core::new_owner_key();
+  std::thread([quorum = state_->impl, name = state_->name, options, key, promise] {
+    try {
+      const auto wait = !options.wait ? to_steady(std::chrono::hours::max())
+                        : *options.wait <= milliseconds::zero() ? steady_clock::duration::zero()
+                                                                : to_steady(*options.wait);
+      const milliseconds lease = options.lease.value_or(milliseconds::zero());
+      const bool held =
+          quorum->acquire(name, wait, options.lease ? &lease : nullptr, key, options.cancel);
+      promise->set_value(
+          held ? redlock_lease(std::make_unique<redlock_lease::impl>(std::move(quorum), name, key))
+               : redlock_lease());
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+    }
+  }).detach();
+  return future;
 }
 
 std::string redlock_mutex::owner_id() const {

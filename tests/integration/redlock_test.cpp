@@ -421,6 +421,53 @@ TEST_F(RedlockTest, FencingTokensIncreaseAcrossProcessesWhileMinorityRestarts) {
 
 }  // namespace
 
+TEST_F(RedlockTest, AsyncLeaseBelongsToNoThreadAndExcludesOthers) {
+  dlock::redlock rl{urls()};
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex m = rl.get_lock(name);
+  dlock::redlock_lease lease = m.async_lock().get();
+  ASSERT_TRUE(lease);
+  EXPECT_GT(lease.fencing_token(), 0U);
+  EXPECT_FALSE(lease.lost());
+  EXPECT_TRUE(lease.stop_token().stop_possible());
+  EXPECT_EQ(masters_[0]->cli({"GET", name}).rfind(lease.owner_id() + ":", 0), 0U);
+  // Leases are their own owners: a second lease and this thread's lock both wait.
+  EXPECT_FALSE(m.async_try_lock_for(0ms).get());
+  EXPECT_FALSE(m.try_lock());
+  // Released from another thread.
+  std::thread([l = std::move(lease)]() mutable {
+    EXPECT_EQ(l.release(), std::error_code{});
+  }).join();
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+  {
+    dlock::redlock_lease again = m.async_try_lock_for(5s).get();
+    EXPECT_TRUE(again);
+  }  // the destructor releases
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+  EXPECT_THROW((void)m.async_acquire({.lease = 0ms}), dlock::error);
+}
+
+TEST_F(RedlockTest, AsyncAcquisitionIsCancelled) {
+  dlock::redlock holder_side{urls()}, waiter_side{urls()};
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex held = holder_side.get_lock(name);
+  held.lock();
+  std::stop_source give_up;
+  auto pending = waiter_side.get_lock(name).async_acquire({.cancel = give_up.get_token()});
+  EXPECT_EQ(pending.wait_for(200ms), std::future_status::timeout);  // it waits
+  const auto cancelled_at = clock_type::now();
+  give_up.request_stop();
+  ASSERT_EQ(pending.wait_for(kSlack), std::future_status::ready);
+  EXPECT_LT(clock_type::now() - cancelled_at, kSlack);
+  try {
+    (void)pending.get();
+    ADD_FAILURE() << "not cancelled";
+  } catch (const dlock::error& e) {
+    EXPECT_EQ(e.code(), dlock::errc::cancelled) << e.what();
+  }
+  held.unlock();
+}
+
 // node-redlock keeps the same data (a string at the name, set with NX PX on each master), so its
 // Redlock and dlock's exclude each other on the same masters.
 TEST_F(RedlockTest, NodeRedlockAndDlockExcludeEachOther) {
