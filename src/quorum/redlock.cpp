@@ -983,7 +983,7 @@ std::future<redlock_lease> redlock_mutex::async_acquire(const acquire_options& o
       const bool held =
           quorum->acquire(name, wait, options.lease ? &lease : nullptr, key, options.cancel);
       promise->set_value(
-          held ? redlock_lease(std::make_unique<redlock_lease::impl>(std::move(quorum), name, key))
+          held ? redlock_lease(std::make_unique<redlock_lease::impl>(quorum, name, key))
                : redlock_lease());
     } catch (...) {
       promise->set_exception(std::current_exception());

@@ -61,6 +61,7 @@ class redlock_sale {
     }
     const auto started = clock_type::now();
     std::vector<std::thread> buyers;
+    buyers.reserve(static_cast<std::size_t>(o_.buyers));
     for (int b = 0; b < o_.buyers; ++b) {
       buyers.emplace_back([&, b] {
         if (!locked) {
