@@ -468,6 +468,64 @@ TEST_F(RedlockTest, AsyncAcquisitionIsCancelled) {
   held.unlock();
 }
 
+TEST_F(RedlockTest, DestroyingTheRedlockReportsOpenHoldsAndReleasesThem) {
+  std::vector<dlock::lock_loss> losses;
+  std::mutex losses_mutex;
+  const std::string name = unique_key("lock");
+  auto rl = std::make_unique<dlock::redlock>(
+      urls(), dlock::redlock_options{.on_lock_lost = [&](const dlock::lock_loss& l) {
+        std::lock_guard g(losses_mutex);
+        losses.push_back(l);
+      }});
+  dlock::redlock_mutex m = rl->get_lock(name);
+  m.lock();
+  const std::stop_token lost = m.stop_token();
+  // A waiter of the same redlock: destroying the redlock ends its wait with client_stopped.
+  std::promise<std::error_code> waiter_ended;
+  std::thread waiter([&] {
+    try {
+      m.lock();
+      waiter_ended.set_value({});
+    } catch (const dlock::error& e) {
+      waiter_ended.set_value(e.code());
+    }
+  });
+  ASSERT_TRUE(dlock::test::eventually([&] { return holding(name) == 5; }));
+  rl.reset();
+  EXPECT_EQ(waiter_ended.get_future().get(), dlock::errc::client_stopped);
+  waiter.join();
+  EXPECT_TRUE(lost.stop_requested());
+  {
+    std::lock_guard g(losses_mutex);
+    ASSERT_EQ(losses.size(), 1U);
+    EXPECT_EQ(losses[0].reason, dlock::lock_loss_reason::client_stopped);
+  }
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+  // The handle outlives the redlock: calls fail cleanly.
+  try {
+    m.lock();
+    ADD_FAILURE() << "locked after the redlock was destroyed";
+  } catch (const dlock::error& e) {
+    EXPECT_EQ(e.code(), dlock::errc::client_stopped) << e.what();
+  }
+  EXPECT_EQ(m.unlock_checked(), dlock::errc::not_owner);
+}
+
+TEST_F(RedlockTest, AThreadEndingWithoutUnlockLosesAndReleasesItsHold) {
+  std::promise<dlock::lock_loss> reported;
+  dlock::redlock rl{urls(),
+                    {.on_lock_lost = [&](const dlock::lock_loss& l) { reported.set_value(l); }}};
+  const std::string name = unique_key("lock");
+  std::thread([&] { rl.get_lock(name).lock(); }).join();  // never unlocked
+  auto future = reported.get_future();
+  ASSERT_EQ(future.wait_for(kSlack), std::future_status::ready);
+  EXPECT_EQ(future.get().reason, dlock::lock_loss_reason::thread_exited);
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+  dlock::redlock_mutex again = rl.get_lock(name);
+  EXPECT_TRUE(again.try_lock_for(5s));  // and the local turn was given back
+  again.unlock();
+}
+
 // node-redlock keeps the same data (a string at the name, set with NX PX on each master), so its
 // Redlock and dlock's exclude each other on the same masters.
 TEST_F(RedlockTest, NodeRedlockAndDlockExcludeEachOther) {
