@@ -109,11 +109,15 @@ struct redlock_gate {
   std::condition_variable freed;
   bool busy = false;
   bool stopped = false;
+  std::size_t waiting = 0;       // threads waiting here
+  bool yield_to_others = false;  // freed by an unlock while threads waited: see acquire()
 
-  void release() {
+  // `after_hold`: the gate's thread held the lock and now released it.
+  void release(bool after_hold = false) {
     {
       std::lock_guard lock(mutex);
       busy = false;
+      yield_to_others = after_hold && waiting > 0;
     }
     freed.notify_one();
   }
@@ -231,6 +235,9 @@ class redlock::impl : public core::thread_exit_listener {
   // loss).
   void report_loss(const std::shared_ptr<redlock_hold>& hold, lock_loss_reason reason,
                    bool even_if_released = false) noexcept;
+
+  // How long the last attempt took (microseconds): the unit of a local yield (acquire()).
+  std::atomic<std::int64_t> attempt_round_trip_us_{0};
 
   mutable std::shared_mutex clients_mutex_;
   std::vector<std::unique_ptr<client>> masters_;  // cleared by stop()
@@ -430,6 +437,9 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
                                      return yes >= quorum || no > size - quorum || yes + no == size;
                                    });
   const auto now = clock::now();
+  attempt_round_trip_us_.store(
+      std::chrono::duration_cast<std::chrono::microseconds>(now - start).count(),
+      std::memory_order_relaxed);
 
   attempt_result result;
   std::vector<std::size_t> granted;
@@ -509,8 +519,10 @@ std::shared_ptr<redlock_gate> redlock::impl::gate_for(const std::string& name) {
 bool redlock::impl::enter_gate(const std::shared_ptr<redlock_gate>& gate,
                                clock::time_point deadline, const std::stop_token& cancel) {
   std::unique_lock lock(gate->mutex);
+  ++gate->waiting;
   gate->freed.wait_until(lock, deadline,
                          [&] { return !gate->busy || gate->stopped || cancel.stop_requested(); });
+  --gate->waiting;
   if (gate->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
   if (cancel.stop_requested()) throw error(errc::cancelled, "the acquisition was cancelled");
   if (gate->busy) return false;
@@ -585,6 +597,22 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     waker->changed.notify_all();
   });
   if (!enter_gate(gate, deadline, cancel)) return false;
+  bool yield_first = false;
+  {
+    const std::lock_guard g(gate->mutex);
+    yield_first = std::exchange(gate->yield_to_others, false);
+  }
+  if (yield_first) {
+    // A thread of this process just unlocked and handed us the local turn. Waiters in other
+    // processes hear of the unlock a message later than we do: give them about two round trips
+    // to win it, or this process would keep the lock among its own threads.
+    const auto courtesy = std::clamp<clock::duration>(
+        2 * std::chrono::microseconds(attempt_round_trip_us_.load(std::memory_order_relaxed)),
+        std::chrono::microseconds(200), milliseconds(5));
+    std::unique_lock lock(waker->mutex);
+    waker->changed.wait_until(lock, std::min(deadline, clock::now() + courtesy),
+                              [&] { return cancel.stop_requested(); });
+  }
   bool gate_kept = false;
   struct gate_guard {
     std::shared_ptr<redlock_gate>& gate;
@@ -693,7 +721,7 @@ std::error_code redlock::impl::release(const std::string& name, std::uint64_t ow
     release_on_all(hold->name, hold->value);
   } catch (...) {  // NOLINT(bugprone-empty-catch): stopped; the leases end the holds
   }
-  if (hold->gate) hold->gate->release();
+  if (hold->gate) hold->gate->release(true);
   return was_lost ? make_error_code(errc::lock_lost) : std::error_code{};
 }
 
