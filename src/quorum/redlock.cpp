@@ -191,6 +191,8 @@ class redlock::impl : public core::thread_exit_listener {
   }
 
   void on_thread_exit(std::uint64_t thread_key) noexcept override;
+  // Releases and reports the holds of threads that ended without unlocking.
+  void release_orphans(std::vector<std::shared_ptr<redlock_hold>> orphans) noexcept;
 
   const redlock_options options_;
   const std::string client_id_ = core::random_id();
@@ -247,6 +249,7 @@ class redlock::impl : public core::thread_exit_listener {
   std::map<hold_key, std::shared_ptr<redlock_hold>> holds_;
   std::map<std::string, std::weak_ptr<redlock_gate>> gates_;
   std::set<std::shared_ptr<redlock_waker>> wakers_;
+  std::vector<std::shared_ptr<redlock_hold>> orphans_;  // see on_thread_exit()
   bool stopping_ = false;
   std::thread watchdog_;
 
@@ -316,6 +319,12 @@ void redlock::impl::stop() noexcept {
   watchdog_wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   core::remove_thread_exit_listener(this);
+  {
+    std::unique_lock lock(holds_mutex_);
+    auto orphans = std::exchange(orphans_, {});
+    lock.unlock();
+    release_orphans(std::move(orphans));
+  }
   // Nobody renews these any more: release them and say so.
   for (const auto& hold : open) {
     try {
@@ -726,19 +735,27 @@ std::error_code redlock::impl::release(const std::string& name, std::uint64_t ow
 }
 
 void redlock::impl::on_thread_exit(std::uint64_t thread_key) noexcept {
-  std::vector<std::shared_ptr<redlock_hold>> orphans;
+  // This runs under the thread-exit listeners' mutex, which a client's destructor also takes (its
+  // lock engine is a listener too): sending from here could deadlock with stop(). The watchdog
+  // thread releases and reports the orphans.
+  bool found = false;
   {
     std::lock_guard lock(holds_mutex_);
     for (auto it = holds_.begin(); it != holds_.end();) {
       if (it->first.second == thread_key) {
         it->second->released = true;
-        orphans.push_back(it->second);
+        orphans_.push_back(it->second);
         it = holds_.erase(it);
+        found = true;
       } else {
         ++it;
       }
     }
   }
+  if (found) watchdog_wake_.notify_all();
+}
+
+void redlock::impl::release_orphans(std::vector<std::shared_ptr<redlock_hold>> orphans) noexcept {
   for (const auto& hold : orphans) {
     try {
       release_on_all(hold->name, hold->value);
@@ -768,6 +785,13 @@ void redlock::impl::report_loss(const std::shared_ptr<redlock_hold>& hold, lock_
 void redlock::impl::run_watchdog() {
   std::unique_lock lock(holds_mutex_);
   while (!stopping_) {
+    if (!orphans_.empty()) {
+      auto orphans = std::exchange(orphans_, {});
+      lock.unlock();
+      release_orphans(std::move(orphans));
+      lock.lock();
+      continue;
+    }
     const auto now = clock::now();
     auto next = now + std::chrono::hours(1);
     std::vector<std::shared_ptr<redlock_hold>> due, expired, unconfirmed;
