@@ -192,7 +192,7 @@ class redlock::impl : public core::thread_exit_listener {
 
   void on_thread_exit(std::uint64_t thread_key) noexcept override;
   // Releases and reports the holds of threads that ended without unlocking.
-  void release_orphans(std::vector<std::shared_ptr<redlock_hold>> orphans) noexcept;
+  void release_orphans(const std::vector<std::shared_ptr<redlock_hold>>& orphans) noexcept;
 
   const redlock_options options_;
   const std::string client_id_ = core::random_id();
@@ -323,7 +323,7 @@ void redlock::impl::stop() noexcept {
     std::unique_lock lock(holds_mutex_);
     auto orphans = std::exchange(orphans_, {});
     lock.unlock();
-    release_orphans(std::move(orphans));
+    release_orphans(orphans);
   }
   // Nobody renews these any more: release them and say so.
   for (const auto& hold : open) {
@@ -755,7 +755,8 @@ void redlock::impl::on_thread_exit(std::uint64_t thread_key) noexcept {
   if (found) watchdog_wake_.notify_all();
 }
 
-void redlock::impl::release_orphans(std::vector<std::shared_ptr<redlock_hold>> orphans) noexcept {
+void redlock::impl::release_orphans(
+    const std::vector<std::shared_ptr<redlock_hold>>& orphans) noexcept {
   for (const auto& hold : orphans) {
     try {
       release_on_all(hold->name, hold->value);
@@ -788,7 +789,7 @@ void redlock::impl::run_watchdog() {
     if (!orphans_.empty()) {
       auto orphans = std::exchange(orphans_, {});
       lock.unlock();
-      release_orphans(std::move(orphans));
+      release_orphans(orphans);
       lock.lock();
       continue;
     }
