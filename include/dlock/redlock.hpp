@@ -41,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -48,6 +49,7 @@
 #include <vector>
 
 #include "dlock/lock_options.hpp"
+#include "dlock/mutex.hpp"  // acquire_options
 
 namespace dlock {
 
@@ -68,6 +70,43 @@ struct redlock_options {
 };
 
 class redlock_mutex;
+
+// dlock::redlock_lease: one hold of a Redlock taken by redlock_mutex::async_acquire(). It belongs
+// to no thread: move it anywhere and release it there; destroying it releases the hold. Each lease
+// is its own owner (leases are not reentrant, and a lease and a thread's hold of the same name
+// exclude each other). Not safe for concurrent use by several threads; different leases are
+// independent.
+class redlock_lease {
+ public:
+  // An empty lease: holds nothing (what a wait that ran out delivers).
+  redlock_lease() noexcept;
+  class impl;  // for dlock's internals
+  explicit redlock_lease(std::unique_ptr<impl> state) noexcept;
+  redlock_lease(redlock_lease&& other) noexcept;
+  // Releases this lease's hold (as release()), then takes `other`'s.
+  redlock_lease& operator=(redlock_lease&& other) noexcept;
+  redlock_lease(const redlock_lease&) = delete;
+  redlock_lease& operator=(const redlock_lease&) = delete;
+  // Releases the hold, if any. Never throws.
+  ~redlock_lease();
+
+  // Whether this lease has a hold that was not released (a lost one still counts until release).
+  bool owns_lock() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return owns_lock(); }
+  // Releases on all masters without waiting; never throws; the lease is empty afterwards. Returns
+  // {} released; errc::lock_lost the hold had been lost; errc::not_owner the lease was empty (or
+  // the redlock was destroyed, which reported the hold lost).
+  std::error_code release() noexcept;
+  // As redlock_mutex's members of the same names, for this lease's hold (no I/O).
+  std::uint64_t fencing_token() const noexcept;
+  std::stop_token stop_token() const noexcept;
+  bool lost() const noexcept;
+  std::chrono::milliseconds validity() const noexcept;
+  std::string owner_id() const;
+
+ private:
+  std::unique_ptr<impl> state_;
+};
 
 class redlock {
  public:
@@ -147,6 +186,19 @@ class redlock_mutex {
     if (deadline == std::chrono::time_point<Clock, Duration>::max())
       return acquire_for(to_steady(Duration::max()), nullptr);
     return acquire_for(to_steady(deadline - now), nullptr);
+  }
+
+  // redlock_mutex::async_acquire(options), async_lock(), async_try_lock_for(wait)
+  // Acquire without blocking the caller: the future delivers a redlock_lease (empty when the wait
+  // ran out) or throws from get() what lock() throws, plus errc::cancelled when options.cancel
+  // stopped first. options.wait: std::nullopt waits until acquired, zero or less makes one
+  // attempt; options.lease: an explicit lease, else a watchdog lease. Each call waits on a thread
+  // of its own (the acquisition is the blocking one, on behalf of a fresh owner). Throws
+  // errc::invalid_argument for a lease out of range (before any I/O).
+  std::future<redlock_lease> async_acquire(const acquire_options& options);
+  std::future<redlock_lease> async_lock() { return async_acquire({}); }
+  std::future<redlock_lease> async_try_lock_for(std::chrono::milliseconds wait) {
+    return async_acquire({.wait = wait});
   }
 
   // redlock_mutex::unlock()

@@ -58,6 +58,9 @@ const script& fence_script() {
   return s;
 }
 
+// The most holds one renewal script carries (a long script blocks its master meanwhile).
+constexpr std::size_t max_renewal_batch = 1000;
+
 // The margin Redlock keeps for clock drift between this process and the masters.
 milliseconds drift_of(milliseconds lease) {
   return lease / 100 + milliseconds(2);
@@ -106,11 +109,15 @@ struct redlock_gate {
   std::condition_variable freed;
   bool busy = false;
   bool stopped = false;
+  std::size_t waiting = 0;       // threads waiting here
+  bool yield_to_others = false;  // freed by an unlock while threads waited: see acquire()
 
-  void release() {
+  // `after_hold`: the gate's thread held the lock and now released it.
+  void release(bool after_hold = false) {
     {
       std::lock_guard lock(mutex);
       busy = false;
+      yield_to_others = after_hold && waiting > 0;
     }
     freed.notify_one();
   }
@@ -149,6 +156,7 @@ struct redlock_hold {
   clock::time_point next_renewal;
   std::stop_source lost_source;
   bool lost = false;
+  bool released = false;  // unlocked (or its thread ended): no renewal or loss concerns it any more
 };
 
 class redlock::impl : public core::thread_exit_listener {
@@ -164,8 +172,11 @@ class redlock::impl : public core::thread_exit_listener {
   }
   void stop() noexcept;
 
-  bool acquire(const std::string& name, clock::duration wait, const milliseconds* lease);
-  std::error_code release(const std::string& name) noexcept;
+  // Acquires `name` for the owner `owner_key` (a thread's key, or a lease's own key). Throws
+  // errc::cancelled when `cancel` stops first.
+  bool acquire(const std::string& name, clock::duration wait, const milliseconds* lease,
+               std::uint64_t owner_key, const std::stop_token& cancel = {});
+  std::error_code release(const std::string& name, std::uint64_t owner_key) noexcept;
   // What this thread's hold of `name` looks like now (no I/O).
   struct hold_view {
     bool present = false;
@@ -174,12 +185,14 @@ class redlock::impl : public core::thread_exit_listener {
     std::stop_token stop;
     clock::time_point valid_until;
   };
-  hold_view find(const std::string& name) const noexcept;
+  hold_view find(const std::string& name, std::uint64_t owner_key) const noexcept;
   std::string owner_of_current_thread() const {
     return client_id_ + ":" + std::to_string(core::current_thread_key());
   }
 
   void on_thread_exit(std::uint64_t thread_key) noexcept override;
+  // Releases and reports the holds of threads that ended without unlocking.
+  void release_orphans(const std::vector<std::shared_ptr<redlock_hold>>& orphans) noexcept;
 
   const redlock_options options_;
   const std::string client_id_ = core::random_id();
@@ -211,14 +224,22 @@ class redlock::impl : public core::thread_exit_listener {
                                                   const std::string& value);
   void check_not_cluster();
   std::shared_ptr<redlock_gate> gate_for(const std::string& name);
-  bool enter_gate(const std::shared_ptr<redlock_gate>& gate, clock::time_point deadline);
+  bool enter_gate(const std::shared_ptr<redlock_gate>& gate, clock::time_point deadline,
+                  const std::stop_token& cancel);
   std::vector<subscription> subscribe_all(const std::string& name,
                                           const std::shared_ptr<redlock_waker>& waker);
   void forget_waker(const std::shared_ptr<redlock_waker>& waker);
 
   void run_watchdog();
   void renew(std::vector<std::shared_ptr<redlock_hold>> due);
-  void report_loss(const std::shared_ptr<redlock_hold>& hold, lock_loss_reason reason) noexcept;
+  // Marks the hold lost, stops its token and tells on_lock_lost, once; not for a hold released
+  // meanwhile unless `even_if_released` (the thread ended or the redlock stopped: that is the
+  // loss).
+  void report_loss(const std::shared_ptr<redlock_hold>& hold, lock_loss_reason reason,
+                   bool even_if_released = false) noexcept;
+
+  // How long the last attempt took (microseconds): the unit of a local yield (acquire()).
+  std::atomic<std::int64_t> attempt_round_trip_us_{0};
 
   mutable std::shared_mutex clients_mutex_;
   std::vector<std::unique_ptr<client>> masters_;  // cleared by stop()
@@ -228,6 +249,7 @@ class redlock::impl : public core::thread_exit_listener {
   std::map<hold_key, std::shared_ptr<redlock_hold>> holds_;
   std::map<std::string, std::weak_ptr<redlock_gate>> gates_;
   std::set<std::shared_ptr<redlock_waker>> wakers_;
+  std::vector<std::shared_ptr<redlock_hold>> orphans_;  // see on_thread_exit()
   bool stopping_ = false;
   std::thread watchdog_;
 
@@ -297,13 +319,19 @@ void redlock::impl::stop() noexcept {
   watchdog_wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   core::remove_thread_exit_listener(this);
+  {
+    std::unique_lock lock(holds_mutex_);
+    auto orphans = std::exchange(orphans_, {});
+    lock.unlock();
+    release_orphans(orphans);
+  }
   // Nobody renews these any more: release them and say so.
   for (const auto& hold : open) {
     try {
       release_on_all(hold->name, hold->value);
     } catch (...) {  // NOLINT(bugprone-empty-catch): the lease ends them anyway
     }
-    report_loss(hold, lock_loss_reason::client_stopped);
+    report_loss(hold, lock_loss_reason::client_stopped, true);
   }
   {
     std::unique_lock lock(releases_mutex_);
@@ -418,9 +446,13 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
                                      return yes >= quorum || no > size - quorum || yes + no == size;
                                    });
   const auto now = clock::now();
+  attempt_round_trip_us_.store(
+      std::chrono::duration_cast<std::chrono::microseconds>(now - start).count(),
+      std::memory_order_relaxed);
 
   attempt_result result;
   std::vector<std::size_t> granted;
+  std::vector<std::uint64_t> tokens(answers.size(), 0);
   std::uint64_t token = 0;
   std::vector<milliseconds> holder_ttls;
   for (std::size_t i = 0; i < answers.size(); ++i) {
@@ -428,8 +460,8 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
     if (is_yes_array(r) && r->elements.size() >= 2) {
       granted.push_back(i);
       const reply& t = r->elements[1];
-      token = std::max<std::uint64_t>(
-          token, t.is_integer() ? static_cast<std::uint64_t>(t.integer) : std::stoull(t.str));
+      tokens[i] = t.is_integer() ? static_cast<std::uint64_t>(t.integer) : std::stoull(t.str);
+      token = std::max(token, tokens[i]);
     } else if (r && r->is_array() && r->elements.size() >= 3 && r->elements[0].integer == 0) {
       ++result.refused;
       const std::int64_t pttl = r->elements[1].integer;
@@ -438,8 +470,15 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
     }
   }
   if (granted.size() >= quorum_ && now < validity_end) {
-    // Later majorities overlap this one in at least one master: make its counter know the token.
-    send(granted, fence_script(), {locks::fence_key(name)}, {std::to_string(token)});
+    // Later majorities overlap this one in at least one master: make its counter know the token
+    // (the masters that handed out this very token know it already).
+    std::vector<std::size_t> behind;
+    for (const std::size_t i : granted) {
+      if (tokens[i] < token) behind.push_back(i);
+    }
+    if (!behind.empty()) {
+      send(behind, fence_script(), {locks::fence_key(name)}, {std::to_string(token)});
+    }
     auto hold = std::make_shared<redlock_hold>();
     hold->name = name;
     hold->owner = owner;
@@ -459,9 +498,12 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   });
   if (!holder_ttls.empty()) {
     // The holder keeps a majority until enough of its masters' leases ended for ours to win.
+    // We can win once no more than size - quorum of its masters still hold: after the
+    // (refused - (size - quorum))-th shortest lease ends.
     std::sort(holder_ttls.begin(), holder_ttls.end());
-    const std::size_t needed = std::min(holder_ttls.size() - 1, size_ - quorum_);
-    result.holder_left = holder_ttls[needed];
+    const std::size_t must_end =
+        holder_ttls.size() > size_ - quorum_ ? holder_ttls.size() - (size_ - quorum_) : 1;
+    result.holder_left = holder_ttls[must_end - 1];
   }
   check_not_cluster();
   return result;
@@ -484,10 +526,14 @@ std::shared_ptr<redlock_gate> redlock::impl::gate_for(const std::string& name) {
 }
 
 bool redlock::impl::enter_gate(const std::shared_ptr<redlock_gate>& gate,
-                               clock::time_point deadline) {
+                               clock::time_point deadline, const std::stop_token& cancel) {
   std::unique_lock lock(gate->mutex);
-  gate->freed.wait_until(lock, deadline, [&] { return !gate->busy || gate->stopped; });
+  ++gate->waiting;
+  gate->freed.wait_until(lock, deadline,
+                         [&] { return !gate->busy || gate->stopped || cancel.stop_requested(); });
+  --gate->waiting;
   if (gate->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
+  if (cancel.stop_requested()) throw error(errc::cancelled, "the acquisition was cancelled");
   if (gate->busy) return false;
   gate->busy = true;
   return true;
@@ -527,10 +573,10 @@ void redlock::impl::forget_waker(const std::shared_ptr<redlock_waker>& waker) {
 }
 
 bool redlock::impl::acquire(const std::string& name, clock::duration wait,
-                            const milliseconds* lease) {
+                            const milliseconds* lease, std::uint64_t owner_key,
+                            const std::stop_token& cancel) {
   const milliseconds lease_ms = lease != nullptr ? *lease : options_.watchdog_timeout;
   if (lease != nullptr) check_lease(lease_ms, "the lease");
-  const std::uint64_t owner_key = core::current_thread_key();
   const std::string owner = client_id_ + ":" + std::to_string(owner_key);
   {
     std::lock_guard lock(holds_mutex_);
@@ -545,12 +591,37 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     }
   }
   // A lost hold this thread never unlocked: forget it (releasing it where it may remain).
-  (void)release(name);
+  (void)release(name, owner_key);
 
   check_not_cluster();
   const auto deadline = clock::now() + wait;
   auto gate = gate_for(name);
-  if (!enter_gate(gate, deadline)) return false;
+  auto waker = std::make_shared<redlock_waker>();
+  // Cancelling wakes whichever wait this acquisition is in (taking each mutex first, so that a
+  // waiter between its check and its sleep cannot miss the notification).
+  const std::stop_callback on_cancel(cancel, [&gate, &waker] {
+    { const std::lock_guard g(gate->mutex); }
+    gate->freed.notify_all();
+    { const std::lock_guard w(waker->mutex); }
+    waker->changed.notify_all();
+  });
+  if (!enter_gate(gate, deadline, cancel)) return false;
+  bool yield_first = false;
+  {
+    const std::lock_guard g(gate->mutex);
+    yield_first = std::exchange(gate->yield_to_others, false);
+  }
+  if (yield_first) {
+    // A thread of this process just unlocked and handed us the local turn. Waiters in other
+    // processes hear of the unlock a message later than we do: give them about two round trips
+    // to win it, or this process would keep the lock among its own threads.
+    const auto courtesy = std::clamp<clock::duration>(
+        2 * std::chrono::microseconds(attempt_round_trip_us_.load(std::memory_order_relaxed)),
+        std::chrono::microseconds(200), milliseconds(5));
+    std::unique_lock lock(waker->mutex);
+    waker->changed.wait_until(lock, std::min(deadline, clock::now() + courtesy),
+                              [&] { return cancel.stop_requested(); });
+  }
   bool gate_kept = false;
   struct gate_guard {
     std::shared_ptr<redlock_gate>& gate;
@@ -560,21 +631,22 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     }
   } guard{gate, gate_kept};
 
-  std::shared_ptr<redlock_waker> waker;
-  std::vector<subscription> subs;
+  std::vector<subscription> subs;  // empty until the first attempt failed
   struct waker_guard {
     impl& self;
     std::shared_ptr<redlock_waker>& waker;
     std::vector<subscription>& subs;
     ~waker_guard() {
+      if (subs.empty()) return;
       subs.clear();
-      if (waker) self.forget_waker(waker);
+      self.forget_waker(waker);
     }
   } unsubscribe{*this, waker, subs};
 
   for (;;) {
+    if (cancel.stop_requested()) throw error(errc::cancelled, "the acquisition was cancelled");
     std::uint64_t seen_generation = 0;
-    if (waker) {
+    {
       std::lock_guard lock(waker->mutex);
       seen_generation = waker->generation;
     }
@@ -595,13 +667,16 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     }
     if (clock::now() >= deadline) return false;
 
-    if (!waker) {
+    if (subs.empty()) {
       // Listen before the next attempt, so that no release between the two goes unheard.
-      waker = std::make_shared<redlock_waker>();
       subs = subscribe_all(name, waker);
       std::unique_lock lock(waker->mutex);
-      waker->changed.wait_until(lock, std::min(deadline, clock::now() + options_.request_timeout),
-                                [&] { return waker->subscribed >= size_ || waker->stopped; });
+      waker->changed.wait_until(
+          lock, std::min(deadline, clock::now() + options_.request_timeout),
+          // A majority of listeners hears at least one master of any holder's majority.
+          [&] {
+            return waker->subscribed >= quorum_ || waker->stopped || cancel.stop_requested();
+          });
       if (waker->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
       continue;
     }
@@ -623,67 +698,80 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     until = std::min(until, deadline);
     std::unique_lock lock(waker->mutex);
     waker->changed.wait_until(lock, until, [&] {
-      return waker->stopped || (wake_on_message && waker->generation != seen_generation);
+      return waker->stopped || cancel.stop_requested() ||
+             (wake_on_message && waker->generation != seen_generation);
     });
     if (waker->stopped) throw error(errc::client_stopped, "the redlock was destroyed");
   }
 }
 
-redlock::impl::hold_view redlock::impl::find(const std::string& name) const noexcept {
+redlock::impl::hold_view redlock::impl::find(const std::string& name,
+                                             std::uint64_t owner_key) const noexcept {
   std::lock_guard lock(holds_mutex_);
-  auto it = holds_.find({name, core::current_thread_key()});
+  auto it = holds_.find({name, owner_key});
   if (it == holds_.end()) return {};
   const redlock_hold& h = *it->second;
   return {true, h.lost, h.token, h.lost_source.get_token(), h.valid_until};
 }
 
-std::error_code redlock::impl::release(const std::string& name) noexcept {
+std::error_code redlock::impl::release(const std::string& name, std::uint64_t owner_key) noexcept {
   std::shared_ptr<redlock_hold> hold;
   bool was_lost = false;
   {
     std::lock_guard lock(holds_mutex_);
-    auto it = holds_.find({name, core::current_thread_key()});
+    auto it = holds_.find({name, owner_key});
     if (it == holds_.end()) return make_error_code(errc::not_owner);
     hold = it->second;
     was_lost = hold->lost;
+    hold->released = true;
     holds_.erase(it);
   }
   try {
     release_on_all(hold->name, hold->value);
   } catch (...) {  // NOLINT(bugprone-empty-catch): stopped; the leases end the holds
   }
-  if (hold->gate) hold->gate->release();
+  if (hold->gate) hold->gate->release(true);
   return was_lost ? make_error_code(errc::lock_lost) : std::error_code{};
 }
 
 void redlock::impl::on_thread_exit(std::uint64_t thread_key) noexcept {
-  std::vector<std::shared_ptr<redlock_hold>> orphans;
+  // This runs under the thread-exit listeners' mutex, which a client's destructor also takes (its
+  // lock engine is a listener too): sending from here could deadlock with stop(). The watchdog
+  // thread releases and reports the orphans.
+  bool found = false;
   {
     std::lock_guard lock(holds_mutex_);
     for (auto it = holds_.begin(); it != holds_.end();) {
       if (it->first.second == thread_key) {
-        orphans.push_back(it->second);
+        it->second->released = true;
+        orphans_.push_back(it->second);
         it = holds_.erase(it);
+        found = true;
       } else {
         ++it;
       }
     }
   }
+  if (found) watchdog_wake_.notify_all();
+}
+
+void redlock::impl::release_orphans(
+    const std::vector<std::shared_ptr<redlock_hold>>& orphans) noexcept {
   for (const auto& hold : orphans) {
     try {
       release_on_all(hold->name, hold->value);
     } catch (...) {  // NOLINT(bugprone-empty-catch): stopped; the leases end the holds
     }
     if (hold->gate) hold->gate->release();
-    report_loss(hold, lock_loss_reason::thread_exited);
+    report_loss(hold, lock_loss_reason::thread_exited, true);
   }
 }
 
-void redlock::impl::report_loss(const std::shared_ptr<redlock_hold>& hold,
-                                lock_loss_reason reason) noexcept {
+void redlock::impl::report_loss(const std::shared_ptr<redlock_hold>& hold, lock_loss_reason reason,
+                                bool even_if_released) noexcept {
   {
     std::lock_guard lock(holds_mutex_);
-    if (hold->lost) return;
+    if (hold->lost || (hold->released && !even_if_released)) return;
     hold->lost = true;
   }
   hold->lost_source.request_stop();
@@ -698,6 +786,13 @@ void redlock::impl::report_loss(const std::shared_ptr<redlock_hold>& hold,
 void redlock::impl::run_watchdog() {
   std::unique_lock lock(holds_mutex_);
   while (!stopping_) {
+    if (!orphans_.empty()) {
+      auto orphans = std::exchange(orphans_, {});
+      lock.unlock();
+      release_orphans(orphans);
+      lock.lock();
+      continue;
+    }
     const auto now = clock::now();
     auto next = now + std::chrono::hours(1);
     std::vector<std::shared_ptr<redlock_hold>> due, expired, unconfirmed;
@@ -725,7 +820,12 @@ void redlock::impl::run_watchdog() {
       report_loss(hold, lock_loss_reason::lease_expired);
     for (const auto& hold : unconfirmed)
       report_loss(hold, lock_loss_reason::unconfirmed);
-    if (!due.empty()) renew(std::move(due));
+    // One script per master for up to max_renewal_batch holds, as the lock engine does.
+    for (std::size_t first = 0; first < due.size(); first += max_renewal_batch) {
+      const std::size_t last = std::min(due.size(), first + max_renewal_batch);
+      renew({due.begin() + static_cast<std::ptrdiff_t>(first),
+             due.begin() + static_cast<std::ptrdiff_t>(last)});
+    }
     lock.lock();
   }
 }
@@ -771,6 +871,7 @@ void redlock::impl::renew(std::vector<std::shared_ptr<redlock_hold>> due) {
         }
       }
       auto& hold = due[j];
+      if (hold->released) continue;
       if (confirmed >= quorum_ && now < validity_end) {
         hold->valid_until = validity_end;
         hold->next_renewal = start + lease / 3;
@@ -835,31 +936,113 @@ bool redlock_mutex::try_lock() {
 
 bool redlock_mutex::acquire_for(steady_clock::duration wait,
                                 const std::chrono::milliseconds* lease) {
-  return state_->impl->acquire(state_->name, wait, lease);
+  return state_->impl->acquire(state_->name, wait, lease, core::current_thread_key());
 }
 
 std::error_code redlock_mutex::unlock_checked() noexcept {
-  return state_->impl->release(state_->name);
+  return state_->impl->release(state_->name, core::current_thread_key());
 }
 
 bool redlock_mutex::is_held_by_current_thread() const noexcept {
-  const auto hold = state_->impl->find(state_->name);
+  const auto hold = state_->impl->find(state_->name, core::current_thread_key());
   return hold.present && !hold.lost && clock::now() < hold.valid_until;
 }
 
 std::uint64_t redlock_mutex::fencing_token() const noexcept {
-  return state_->impl->find(state_->name).token;
+  return state_->impl->find(state_->name, core::current_thread_key()).token;
 }
 
 std::stop_token redlock_mutex::stop_token() const noexcept {
-  return state_->impl->find(state_->name).stop;
+  return state_->impl->find(state_->name, core::current_thread_key()).stop;
 }
 
 std::chrono::milliseconds redlock_mutex::validity() const noexcept {
-  const auto hold = state_->impl->find(state_->name);
+  const auto hold = state_->impl->find(state_->name, core::current_thread_key());
   if (!hold.present || hold.lost) return milliseconds::zero();
   return std::max(milliseconds::zero(),
                   std::chrono::duration_cast<milliseconds>(hold.valid_until - clock::now()));
+}
+
+// --- asynchronous acquisition -------------------------------------------------------------------
+
+class redlock_lease::impl {
+ public:
+  impl(std::shared_ptr<redlock::impl> owner, std::string lock_name, std::uint64_t key)
+      : quorum(std::move(owner)), name(std::move(lock_name)), owner_key(key) {}
+  std::shared_ptr<redlock::impl> quorum;
+  std::string name;
+  std::uint64_t owner_key;
+};
+
+redlock_lease::redlock_lease() noexcept = default;
+redlock_lease::redlock_lease(std::unique_ptr<impl> state) noexcept : state_(std::move(state)) {}
+redlock_lease::redlock_lease(redlock_lease&& other) noexcept = default;
+redlock_lease& redlock_lease::operator=(redlock_lease&& other) noexcept {
+  if (this != &other) {
+    (void)release();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+redlock_lease::~redlock_lease() {
+  (void)release();
+}
+
+std::error_code redlock_lease::release() noexcept {
+  if (!state_) return make_error_code(errc::not_owner);
+  const std::unique_ptr<impl> state = std::move(state_);
+  return state->quorum->release(state->name, state->owner_key);
+}
+
+std::uint64_t redlock_lease::fencing_token() const noexcept {
+  return state_ ? state_->quorum->find(state_->name, state_->owner_key).token : 0;
+}
+
+std::stop_token redlock_lease::stop_token() const noexcept {
+  return state_ ? state_->quorum->find(state_->name, state_->owner_key).stop : std::stop_token{};
+}
+
+bool redlock_lease::lost() const noexcept {
+  if (!state_) return false;
+  const auto hold = state_->quorum->find(state_->name, state_->owner_key);
+  return !hold.present || hold.lost;
+}
+
+std::chrono::milliseconds redlock_lease::validity() const noexcept {
+  if (!state_) return milliseconds::zero();
+  const auto hold = state_->quorum->find(state_->name, state_->owner_key);
+  if (!hold.present || hold.lost) return milliseconds::zero();
+  return std::max(milliseconds::zero(),
+                  std::chrono::duration_cast<milliseconds>(hold.valid_until - clock::now()));
+}
+
+std::string redlock_lease::owner_id() const {
+  return state_ ? state_->quorum->client_id_ + ":" + std::to_string(state_->owner_key)
+                : std::string();
+}
+
+std::future<redlock_lease> redlock_mutex::async_acquire(const acquire_options& options) {
+  if (options.lease) check_lease(*options.lease, "the lease");
+  auto promise = std::make_shared<std::promise<redlock_lease>>();
+  auto future = promise->get_future();
+  // A fresh owner: never a thread's key, so thread exits do not touch it.
+  const std::uint64_t key = core::new_owner_key();
+  std::thread([quorum = state_->impl, name = state_->name, options, key, promise] {
+    try {
+      const auto wait = !options.wait ? to_steady(std::chrono::hours::max())
+                        : *options.wait <= milliseconds::zero() ? steady_clock::duration::zero()
+                                                                : to_steady(*options.wait);
+      const milliseconds lease = options.lease.value_or(milliseconds::zero());
+      const bool held =
+          quorum->acquire(name, wait, options.lease ? &lease : nullptr, key, options.cancel);
+      promise->set_value(
+          held ? redlock_lease(std::make_unique<redlock_lease::impl>(quorum, name, key))
+               : redlock_lease());
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+    }
+  }).detach();
+  return future;
 }
 
 std::string redlock_mutex::owner_id() const {

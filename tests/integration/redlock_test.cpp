@@ -421,6 +421,111 @@ TEST_F(RedlockTest, FencingTokensIncreaseAcrossProcessesWhileMinorityRestarts) {
 
 }  // namespace
 
+TEST_F(RedlockTest, AsyncLeaseBelongsToNoThreadAndExcludesOthers) {
+  dlock::redlock rl{urls()};
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex m = rl.get_lock(name);
+  dlock::redlock_lease lease = m.async_lock().get();
+  ASSERT_TRUE(lease);
+  EXPECT_GT(lease.fencing_token(), 0U);
+  EXPECT_FALSE(lease.lost());
+  EXPECT_TRUE(lease.stop_token().stop_possible());
+  EXPECT_EQ(masters_[0]->cli({"GET", name}).rfind(lease.owner_id() + ":", 0), 0U);
+  // Leases are their own owners: a second lease and this thread's lock both wait.
+  EXPECT_FALSE(m.async_try_lock_for(0ms).get());
+  EXPECT_FALSE(m.try_lock());
+  // Released from another thread.
+  std::thread([l = std::move(lease)]() mutable {
+    EXPECT_EQ(l.release(), std::error_code{});
+  }).join();
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+  {
+    dlock::redlock_lease again = m.async_try_lock_for(5s).get();
+    EXPECT_TRUE(again);
+  }  // the destructor releases
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+  EXPECT_THROW((void)m.async_acquire({.lease = 0ms}), dlock::error);
+}
+
+TEST_F(RedlockTest, AsyncAcquisitionIsCancelled) {
+  dlock::redlock holder_side{urls()}, waiter_side{urls()};
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex held = holder_side.get_lock(name);
+  held.lock();
+  std::stop_source give_up;
+  auto pending = waiter_side.get_lock(name).async_acquire({.cancel = give_up.get_token()});
+  EXPECT_EQ(pending.wait_for(200ms), std::future_status::timeout);  // it waits
+  const auto cancelled_at = clock_type::now();
+  give_up.request_stop();
+  ASSERT_EQ(pending.wait_for(kSlack), std::future_status::ready);
+  EXPECT_LT(clock_type::now() - cancelled_at, kSlack);
+  try {
+    (void)pending.get();
+    ADD_FAILURE() << "not cancelled";
+  } catch (const dlock::error& e) {
+    EXPECT_EQ(e.code(), dlock::errc::cancelled) << e.what();
+  }
+  held.unlock();
+}
+
+TEST_F(RedlockTest, DestroyingTheRedlockReportsOpenHoldsAndReleasesThem) {
+  std::vector<dlock::lock_loss> losses;
+  std::mutex losses_mutex;
+  const std::string name = unique_key("lock");
+  auto rl = std::make_unique<dlock::redlock>(
+      urls(), dlock::redlock_options{.on_lock_lost = [&](const dlock::lock_loss& l) {
+        std::lock_guard g(losses_mutex);
+        losses.push_back(l);
+      }});
+  dlock::redlock_mutex m = rl->get_lock(name);
+  m.lock();
+  const std::stop_token lost = m.stop_token();
+  // A waiter of the same redlock: destroying the redlock ends its wait with client_stopped.
+  std::promise<std::error_code> waiter_ended;
+  std::thread waiter([&] {
+    try {
+      m.lock();
+      waiter_ended.set_value({});
+    } catch (const dlock::error& e) {
+      waiter_ended.set_value(e.code());
+    }
+  });
+  ASSERT_TRUE(dlock::test::eventually([&] { return holding(name) == 5; }));
+  rl.reset();
+  EXPECT_EQ(waiter_ended.get_future().get(), dlock::errc::client_stopped);
+  waiter.join();
+  EXPECT_TRUE(lost.stop_requested());
+  {
+    std::lock_guard g(losses_mutex);
+    ASSERT_EQ(losses.size(), 1U);
+    EXPECT_EQ(losses[0].reason, dlock::lock_loss_reason::client_stopped);
+  }
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+  // The handle outlives the redlock: calls fail cleanly.
+  try {
+    m.lock();
+    ADD_FAILURE() << "locked after the redlock was destroyed";
+  } catch (const dlock::error& e) {
+    EXPECT_EQ(e.code(), dlock::errc::client_stopped) << e.what();
+  }
+  EXPECT_EQ(m.unlock_checked(), dlock::errc::not_owner);
+}
+
+TEST_F(RedlockTest, AThreadEndingWithoutUnlockLosesAndReleasesItsHold) {
+  std::promise<dlock::lock_loss> reported;
+  dlock::redlock rl{urls(),
+                    {.on_lock_lost = [&](const dlock::lock_loss& l) { reported.set_value(l); }}};
+  const std::string name = unique_key("lock");
+  std::thread([&] { rl.get_lock(name).lock(); }).join();  // never unlocked
+  auto future = reported.get_future();
+  ASSERT_EQ(future.wait_for(kSlack), std::future_status::ready);
+  EXPECT_EQ(future.get().reason, dlock::lock_loss_reason::thread_exited);
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }));
+  dlock::redlock_mutex again = rl.get_lock(name);
+  EXPECT_TRUE(again.try_lock_for(5s));  // and the local turn was given back
+  again.unlock();
+}
+
 // node-redlock keeps the same data (a string at the name, set with NX PX on each master), so its
 // Redlock and dlock's exclude each other on the same masters.
 TEST_F(RedlockTest, NodeRedlockAndDlockExcludeEachOther) {
@@ -505,5 +610,19 @@ TEST_F(RedlockTest, CliExecWithRepeatedRedisIsRedlock) {
   const auto status = dlock::tools::run_command(
       {DLOCK_CLI, "--redis", masters_[0]->url(), "--redis", masters_[1]->url(), "status", name});
   EXPECT_EQ(status.exit_code, 64) << status.err;
+}
+
+// Seed 004's sale under Redlock: two of its five private masters die mid-sale, the stock is still
+// sold exactly once (the demo's exit status says so; the table says what happened).
+TEST(RedlockDemo, FlashSaleSellsExactlyTheStockWithTwoMastersKilled) {
+  const auto run = dlock::tools::run_command(
+      {DLOCK_CLI, "demo", "flash-sale", "--redlock", "--buyers", "30", "--stock", "8"}, 120s);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("Redlock, 2 of 5 masters killed           8           0         0"),
+            std::string::npos)
+      << run.out;
+  const auto with_redis = dlock::tools::run_command(
+      {DLOCK_CLI, "--redis", "redis://127.0.0.1:1", "demo", "flash-sale", "--redlock"});
+  EXPECT_EQ(with_redis.exit_code, 64) << with_redis.err;
 }
 #endif

@@ -12,6 +12,7 @@
 #include "failover_demo.hpp"
 #include "flash_sale_demo.hpp"
 #include "redlock_exec.hpp"
+#include "redlock_sale_demo.hpp"
 #include "reward_demo.hpp"
 #include "smoke_demo.hpp"
 #include "status.hpp"
@@ -200,10 +201,13 @@ int run(int argc, char** argv) {
                                      "Exercise the Redis core: commands, pipelining, "
                                      "Lua, pub/sub");
   flash_sale_options sale_o;
+  bool sale_redlock = false;
   auto* flash_sale = demo->add_subcommand(
       "flash-sale", "Buyers oversell a stock without a lock; dlock and fencing tokens fix it");
   flash_sale->add_option("--buyers", sale_o.buyers, "Concurrent buyers (default 40)")
       ->check(CLI::Range(2, 1000));
+  flash_sale->add_flag("--redlock", sale_redlock,
+                       "Under Redlock over 5 private masters, 2 of them killed mid-sale");
   flash_sale->add_option("--stock", sale_o.stock, "Items in stock (default 10)")
       ->check(CLI::Range(1, 1000000));
   reward_options reward_o;
@@ -267,6 +271,7 @@ int run(int argc, char** argv) {
   if (smoke->parsed()) return run_smoke_demo(redis_option);
   if (flash_sale->parsed()) {
     sale_o.redis_url = redis_option;
+    if (sale_redlock) return run_redlock_flash_sale_demo(sale_o);
     return run_flash_sale_demo(sale_o);
   }
   if (reward->parsed()) {

@@ -129,6 +129,7 @@ class holder {
 
 std::vector<char*> c_strings(std::vector<std::string>& strings) {
   std::vector<char*> out;
+  out.reserve(strings.size() + 1);
   for (auto& s : strings)
     out.push_back(s.data());
   out.push_back(nullptr);
