@@ -255,7 +255,7 @@ server_counters read_server_counters(dlock::client& c) {
 const std::vector<std::string>& script_internal(int side) {
   static const std::vector<std::string> dlock_cmds{"del",     "exists",  "get",  "hexists",
                                                    "hincrby", "hset",    "incr", "pexpire",
-                                                   "pttl",    "publish", "set"};
+                                                   "pttl",    "publish", "set",  "time"};
   static const std::vector<std::string> other_cmds{"del", "get", "pexpire", "pttl"};
   static const std::vector<std::string> redlock_cmds{"del", "exists", "get", "set"};
   return side == 0 ? dlock_cmds : side == 3 ? redlock_cmds : other_cmds;
