@@ -317,6 +317,7 @@ void connection::on_ready() {
   {
     std::lock_guard lock(mutex_);
     state_ = state::ready;
+    last_failure_.clear();
     if (queue_.has_unwritten() && !write_scheduled_) {
       write_scheduled_ = true;
       kick_writer = true;
@@ -348,6 +349,7 @@ void connection::on_connect_failed(std::error_code ec, const std::string& detail
     if (state_ == state::stopped) return;
     state_ = state::waiting_to_reconnect;
     write_scheduled_ = false;
+    last_failure_ = message;
     // Nothing of these reached the server, but their callers should hear that it is unreachable
     // now rather than wait out a reconnect that may never succeed.
     queue_.fail_all(ec, message, failed);
@@ -519,7 +521,9 @@ void connection::on_timeout_timer() {
   {
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) return;
-    queue_.expire(clock::now(), expired);
+    // A request that never left because the server cannot be reached says why.
+    queue_.expire(clock::now(), expired,
+                  state_ == state::ready ? std::string_view() : std::string_view(last_failure_));
     armed_deadline_ = queue_.next_deadline().value_or(clock::time_point::max());
   }
   for (auto& f : expired)

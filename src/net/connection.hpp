@@ -170,6 +170,7 @@ class connection : public std::enable_shared_from_this<connection> {
   request_queue queue_;
   bool write_scheduled_ = false;  // the I/O thread will write, or is writing, the queue
   clock::time_point armed_deadline_ = clock::time_point::max();
+  std::string last_failure_;  // why the last attempt failed; empty once a link is ready
 
   // I/O thread only.
   std::uint64_t generation_ = 0;  // bumps on every new link; stale callbacks compare and leave

@@ -61,13 +61,19 @@ void request_queue::fail_all(std::error_code ec, const std::string& detail, fini
   unwritten_bytes_.clear();
 }
 
-void request_queue::expire(clock::time_point now, finished_list& out) {
-  for (entry& e : entries_) {
-    if (e.done && e.deadline <= now) {
-      out.push_back({std::move(e.done), make_error_code(errc::timeout),
-                     reply::make_error("no reply within the request timeout")});
-      e.done = nullptr;
+void request_queue::expire(clock::time_point now, finished_list& out,
+                           std::string_view unsent_reason) {
+  static constexpr std::string_view no_reply = "no reply within the request timeout";
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    entry& e = entries_[i];
+    if (!e.done || e.deadline > now) continue;
+    std::string detail(no_reply);
+    if (i >= written_ && !unsent_reason.empty()) {
+      detail.append(" (not sent yet: ").append(unsent_reason).append(")");
     }
+    out.push_back(
+        {std::move(e.done), make_error_code(errc::timeout), reply::make_error(std::move(detail))});
+    e.done = nullptr;
   }
 }
 

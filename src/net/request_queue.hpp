@@ -79,8 +79,9 @@ class request_queue {
 
   // Completes with errc::timeout every request whose deadline is at or before `now`. Written ones
   // keep their slot until their reply arrives; unwritten ones will still be sent (their bytes are
-  // already encoded in order) and their replies dropped.
-  void expire(clock::time_point now, finished_list& out);
+  // already encoded in order) and their replies dropped. A non-empty `unsent_reason` (why the
+  // connection is down) is added to the error text of the unwritten ones.
+  void expire(clock::time_point now, finished_list& out, std::string_view unsent_reason = {});
 
   // The earliest deadline of a request still waiting for its completion.
   std::optional<clock::time_point> next_deadline() const;

@@ -130,6 +130,25 @@ TEST(RequestQueue, TimeoutCompletesEarlyAndTheLateReplyIsDropped) {
   EXPECT_FALSE(q.next_deadline().has_value());
 }
 
+TEST(RequestQueue, AnUnsentRequestThatTimesOutSaysWhyItWasNotSent) {
+  request_queue q;
+  outcome sent, unsent;
+  const auto t0 = clock::now();
+  push(q, {"GET", "a"}, record(sent), t0 + 100ms);
+  std::string out;
+  q.take_unwritten(out);
+  push(q, {"GET", "b"}, record(unsent), t0 + 100ms);
+
+  finished_list done;
+  q.expire(t0 + 100ms, done, "refused");
+  run(done);
+  EXPECT_EQ(sent.ec, errc::timeout);
+  EXPECT_EQ(unsent.ec, errc::timeout);
+  // Only the unwritten one blames the link: the written one may have been executed.
+  EXPECT_EQ(sent.r.str, "no reply within the request timeout");
+  EXPECT_EQ(unsent.r.str, "no reply within the request timeout (not sent yet: refused)");
+}
+
 TEST(RequestQueue, NextDeadlineIsTheEarliestPendingOneWhateverTheOrder) {
   request_queue q;
   const auto t0 = clock::now();
