@@ -120,8 +120,8 @@ void acquisition::send_attempt() {
   ++timer_generation_;  // a timer that fired meanwhile is stale now
   if (timer_) timer_->cancel();
   const attempt_plan plan = engine_->plan(key_, p_.lease ? &*p_.lease : nullptr);
-  const script_call call =
-      p_.lock.protocol->attempt({p_.lock.name, plan.owner, plan.lease, plan.known_holds});
+  const script_call call = p_.lock.protocol->attempt(
+      {p_.lock.name, plan.owner, plan.lease, plan.known_holds, clock::now() < p_.deadline});
   const auto sent_at = clock::now();
   try {
     engine_->send_attempt(

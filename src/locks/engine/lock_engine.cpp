@@ -111,9 +111,9 @@ subscription lock_engine::subscribe(const std::string& channel) {
   std::weak_ptr<lock_engine> weak = weak_from_this();
   return io_.use([&](route::router& router) {
     pubsub::subscriber& sub = router.wake_subscriber();
-    const std::uint64_t id = sub.add(channel, {[weak, channel](std::string_view) {
+    const std::uint64_t id = sub.add(channel, {[weak, channel](std::string_view payload) {
                                                  if (auto self = weak.lock())
-                                                   self->waiters_.on_message(channel);
+                                                   self->waiters_.on_message(channel, payload);
                                                },
                                                [weak, channel] {
                                                  if (auto self = weak.lock())
@@ -245,13 +245,15 @@ attempt_outcome lock_engine::read_attempt_reply(const hold_key& key, const attem
 }
 
 attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t owner,
-                                         const milliseconds* lease, bool& unconfirmed) {
+                                         const milliseconds* lease, bool may_wait,
+                                         bool& unconfirmed) {
   const hold_key key{lock, owner};
   const attempt_plan p = plan(key, lease);
   const auto sent_at = clock::now();
   io_.check_not_io_thread();
   net::sync_call c;
-  send_attempt(lock.protocol->attempt({lock.name, p.owner, p.lease, p.known_holds}), c.handler());
+  send_attempt(lock.protocol->attempt({lock.name, p.owner, p.lease, p.known_holds, may_wait}),
+               c.handler());
   std::string why;
   return read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);
 }
@@ -282,7 +284,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
     bool unconfirmed = false;
     attempt_outcome first;
     try {
-      first = attempt_now(lock, owner, lease, unconfirmed);
+      first = attempt_now(lock, owner, lease, deadline > clock::now(), unconfirmed);
     } catch (const error& e) {
       // A link broken under the attempt where masters move (a failover): the waiting machine
       // tries again soon, as the same owner (see acquisition::on_reply).

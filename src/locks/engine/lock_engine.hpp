@@ -121,9 +121,11 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
 
   // See route::router::masters_move().
   bool masters_move();
-  // One attempt, blocking. Returns what it found (see read_attempt_reply).
+  // One attempt, blocking (`may_wait`: the caller waits if it fails). Returns what it found (see
+  // read_attempt_reply).
   attempt_outcome attempt_now(const lock_ref& lock, std::uint64_t owner,
-                              const std::chrono::milliseconds* lease, bool& unconfirmed);
+                              const std::chrono::milliseconds* lease, bool may_wait,
+                              bool& unconfirmed);
   // Sends an attempt (with WAIT behind it when min_replicas asks for it).
   void send_attempt(const script_call& call, net::completion done);
   // Reads an attempt's reply and records it. With min_replicas, a first hold that fewer replicas

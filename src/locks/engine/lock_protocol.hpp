@@ -40,6 +40,9 @@ struct attempt_request {
   std::string_view owner;
   std::chrono::milliseconds lease{0};
   std::uint64_t known_holds = 0;  // the holds this client knows the owner has (0: a first hold)
+  // Whether the caller waits if the attempt fails (false for a try_lock() without a wait, and
+  // for the last attempt at the deadline): a type with a server-side queue enqueues only then.
+  bool may_wait = false;
 };
 
 // What an attempt's reply says.
@@ -88,6 +91,14 @@ class lock_protocol {
   // The channel on which releases of `name` are announced; waiters listen there. Several locks
   // may share one channel (the engine wakes each lock's own waiters).
   virtual std::string wake_channel(std::string_view name) const = 0;
+
+  // How many of this client's waiters for one lock a message `payload` on its wake channel wakes
+  // (wake_everyone: all of them). The default: one per message, whatever it says.
+  static constexpr std::size_t wake_everyone = static_cast<std::size_t>(-1);
+  virtual std::size_t wake_ups(std::string_view payload) const {
+    (void)payload;
+    return 1;
+  }
 
   virtual script_call attempt(const attempt_request& request) const = 0;
   // Throws dlock::error(errc::protocol_error) for a reply the script cannot have sent.

@@ -105,15 +105,22 @@ void wait_queues::give_wake_up(lock_waiters& waiters) {
   }
 }
 
-void wait_queues::on_message(const std::string& channel) {
+void wait_queues::on_message(const std::string& channel, std::string_view payload) {
   std::lock_guard guard(mutex_);
   const auto ch = channels_.find(channel);
   if (ch == channels_.end()) return;
-  // The message does not say which of the channel's locks was released: each gets one wake-up
-  // (a spare attempt at worst, never a missed release).
+  // The message does not say which of the channel's locks it is about: each reads it (a spare
+  // attempt at worst, never a missed release).
   for (const lock_ref& lock : ch->second.locks) {
     const auto it = locks_.find(lock);
-    if (it != locks_.end()) give_wake_up(it->second);
+    if (it == locks_.end()) continue;
+    const std::size_t n = lock.protocol->wake_ups(payload);
+    if (n == lock_protocol::wake_everyone) {
+      wake_every_waiter(it->second);
+      continue;
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      give_wake_up(it->second);
   }
 }
 

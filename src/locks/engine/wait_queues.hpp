@@ -3,8 +3,9 @@
 // This client's waiters, one FIFO per lock (not per channel: two locks may announce their
 // releases on one channel, as `q` and `{q}` do under Redisson's naming), and one subscription per
 // wake channel however many locks and waiters listen on it.
-//   - An unlock message on a channel gives one wake-up to each lock listening there: the first
-//     waiter of that lock that has none pending. The others sleep on.
+//   - A message on a channel gives each lock listening there as many wake-ups as its protocol
+//     reads in it (lock_protocol::wake_ups; one for an unlock message): each to the first waiter
+//     of that lock that has none pending. The others sleep on.
 //   - A (re)subscription gives every waiter on the channel a wake-up: messages sent while
 //     unsubscribed are lost, so everyone re-checks.
 //   - A waiter that leaves with an unused wake-up passes it to the next waiter of its lock.
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dlock/subscription.hpp"
@@ -65,7 +67,7 @@ class wait_queues {
   // tells at once whether the server is back or unreachable).
   void wake_all();
 
-  void on_message(const std::string& channel);
+  void on_message(const std::string& channel, std::string_view payload);
   void on_subscribed(const std::string& channel);
 
  private:
