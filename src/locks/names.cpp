@@ -83,13 +83,30 @@ std::string derived_key(std::string_view prefix, std::string_view name, std::str
   return key.append(colon_suffix).append(suffix);
 }
 
-std::string fence_key(std::string_view name) {
-  constexpr std::string_view prefix = "dlock:fence:{";
+std::string own_key(std::string_view prefix, std::string_view name) {
   std::string key;
-  key.reserve(prefix.size() + name.size() + 8);
-  key.append(prefix);
+  key.reserve(prefix.size() + name.size() + 10);
+  key.append(prefix).append(":{");
   if (name.find_first_of("{}") == std::string_view::npos) return key.append(name).append("}");
   return key.append(slot_tag(core::hash_slot(name))).append("}:").append(name);
+}
+
+std::string fence_key(std::string_view name) {
+  return own_key("dlock:fence", name);
+}
+
+std::string wake_id(std::string_view owner_field) {
+  // The client id's first 13 hex digits: 52 bits, so the id is exact as a double and a Long.
+  std::uint64_t bits = 0;
+  for (const char c : owner_field.substr(0, 13)) {
+    const int digit = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+    if (digit < 0) break;
+    bits = bits * 16 + static_cast<std::uint64_t>(digit);
+  }
+  return std::to_string(bits + 2);
 }
 
 }  // namespace dlock::locks

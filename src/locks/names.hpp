@@ -72,4 +72,37 @@ inline std::string plain_unlock_channel(std::string_view name) {
 // follow the server clock, so they keep increasing across that change.
 std::string fence_key(std::string_view name);
 
+// own_key()
+//
+// fence_key()'s one-to-one rule for any brace-free prefix: "<prefix>:{N}" or "<prefix>:{T}:N".
+// For the keys that must belong to one name alone (fencing counter, wait line, reservation).
+std::string own_key(std::string_view prefix, std::string_view name);
+
+// The keys of N's wait line of clients (docs/design/contention.md): who waits in which order, until
+// when each stays in line without a new attempt, and for whom a freed lock is held back.
+inline std::string wait_line_key(std::string_view name) {
+  return own_key("dlock:line", name);
+}
+inline std::string wait_line_deadlines_key(std::string_view name) {
+  return own_key("dlock:line_deadline", name);
+}
+inline std::string reservation_key(std::string_view name) {
+  return own_key("dlock:reserved", name);
+}
+
+// wake_id()
+//
+// The decimal number, >= 2 and below 2^52 + 2, that stands for the client whose owner fields
+// start with `owner_field`'s client id (its first 13 hex digits) in a wait line and in the wake
+// message that calls it. Redisson's waiters read every message as a Long and act only on 0 and 1,
+// so they ignore it.
+std::string wake_id(std::string_view owner_field);
+
+// Whether a message on an unlock channel is a wake id (a decimal number other than 0 and 1).
+inline bool is_wake_id(std::string_view payload) {
+  return !payload.empty() && payload.size() <= 20 &&
+         payload.find_first_not_of("0123456789") == std::string_view::npos && payload != "0" &&
+         payload != "1";
+}
+
 }  // namespace dlock::locks

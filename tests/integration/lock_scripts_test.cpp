@@ -20,6 +20,7 @@ using test::unique_key;
 constexpr std::string_view lease_ms = "30000";
 // PTTL right after setting a 30 s lease: allow for the time the test itself takes.
 constexpr std::int64_t ttl_slack_ms = 2000;
+constexpr std::string_view reservation_grace_ms = "5000";
 
 // Redisson's RLock scripts, verbatim from the seeds (the "foreign client" of the interop tests).
 constexpr std::string_view redisson_lock =
@@ -60,28 +61,54 @@ class LockScriptsTest : public ::testing::Test {
  protected:
   redis_server server;
   client c{server.url()};
-  const script lock_script{std::string(scripts::reentrant_lock)};
-  const script unlock_script{std::string(scripts::reentrant_unlock)};
+  // The scripts as the protocol sends them: wait_line.lua's functions in front.
+  const script lock_script{std::string(scripts::wait_line) + "\n" +
+                           std::string(scripts::reentrant_lock)};
+  const script unlock_script{std::string(scripts::wait_line) + "\n" +
+                             std::string(scripts::reentrant_unlock)};
+  const script leave_script{std::string(scripts::wait_line) + "\n" +
+                            std::string(scripts::leave_wait_line)};
   const script renew_script{std::string(scripts::renew_leases)};
   const script force_script{std::string(scripts::force_unlock)};
 
   const std::string name = unique_key("lock");
   const std::string fence = unique_key("fence");
   const std::string channel = "redisson_lock__channel:{" + name + "}";
+  const std::string line = unique_key("line");
+  const std::string line_deadlines = unique_key("line_deadlines");
+  const std::string reserved = unique_key("reserved");
 
   // `known`: how many holds the client believes `owner` has.
   std::pair<std::int64_t, std::int64_t> lock(const std::string& owner, int known = 0) {
     const std::string known_arg = std::to_string(known);
-    const reply r = c.eval(lock_script, {name, fence}, {lease_ms, owner, known_arg});
+    return lock_in_line(owner, "", known);
+  }
+  // An attempt by a client with wake id `id` ("": outside the line); `may_wait`: it waits if
+  // refused; `after`: "r" back to the tail after taking it, "l" leave the line, "" neither.
+  std::pair<std::int64_t, std::int64_t> lock_in_line(const std::string& owner,
+                                                     const std::string& id, int known = 0,
+                                                     bool may_wait = true,
+                                                     std::string_view after = "l",
+                                                     std::string_view lifetime_ms = "3000") {
+    const std::string known_arg = std::to_string(known);
+    const reply r = c.eval(lock_script, {name, fence, line, line_deadlines, reserved},
+                           {lease_ms, owner, known_arg, id, may_wait ? "1" : "0",
+                            id.empty() ? "" : after, lifetime_ms});
     return {r.elements.at(0).integer, r.elements.at(1).integer};
+  }
+  std::vector<std::string> line_members() {
+    std::vector<std::string> out;
+    for (const reply& e : c.command({"ZRANGE", line, "0", "-1"}).elements)
+      out.push_back(e.str);
+    return out;
   }
   // `remaining`: the holds the client counts for `owner` after this release. `retry_of`: "0" for
   // a first try, else the fencing token of the hold a retry releases.
   std::int64_t unlock(const std::string& owner, std::string_view remaining = "0",
                       std::string_view retry_of = "0") {
     return c
-        .eval(unlock_script, {name, channel, fence},
-              {"0", lease_ms, owner, remaining, retry_of, "publish"})
+        .eval(unlock_script, {name, channel, fence, line, line_deadlines, reserved},
+              {"0", lease_ms, owner, remaining, retry_of, "publish", reservation_grace_ms})
         .integer;
   }
   std::int64_t pttl() { return c.command({"PTTL", name}).integer; }
@@ -238,6 +265,113 @@ TEST_F(LockScriptsTest, UnlockReleasesOneHoldAtATimeAndTheLastWakesWaiters) {
   std::unique_lock l(m);
   ASSERT_TRUE(cv.wait_for(l, 5s, [&] { return !messages.empty(); }));
   EXPECT_EQ(messages, std::vector<std::string>{"0"});
+}
+
+// What is published on a channel, in order (the wait line's tests read the wake ids).
+class channel_log {
+ public:
+  channel_log(client& c, const std::string& channel)
+      : sub_(c.subscribe(
+            channel,
+            [this](std::string_view payload) {
+              std::lock_guard lock(m_);
+              messages_.emplace_back(payload);
+              cv_.notify_all();
+            },
+            [this] {
+              std::lock_guard lock(m_);
+              subscribed_ = true;
+              cv_.notify_all();
+            })) {
+    std::unique_lock l(m_);
+    if (!cv_.wait_for(l, 5s, [&] { return subscribed_; })) ADD_FAILURE() << "never subscribed";
+  }
+  // Waits (up to 5 s) until `n` messages have come; returns all of them.
+  std::vector<std::string> first(std::size_t n) {
+    std::unique_lock l(m_);
+    cv_.wait_for(l, 5s, [&] { return messages_.size() >= n; });
+    return messages_;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool subscribed_ = false;
+  std::vector<std::string> messages_;
+  subscription sub_;
+};
+
+// docs/design/contention.md: a client that will wait stands in the line; the release reserves the
+// lock for the first client in line and publishes its id, then Redisson's "0".
+TEST_F(LockScriptsTest, AReleaseReservesTheLockForTheFirstClientInLineAndCallsItById) {
+  channel_log log(c, channel);
+  ASSERT_EQ(lock("client-a:1").first, 1);
+  EXPECT_EQ(lock_in_line("client-b:1", "1001").first, 0);
+  EXPECT_EQ(lock_in_line("client-c:1", "1002").first, 0);
+  EXPECT_EQ(lock_in_line("client-d:1", "1003", 0, /*may_wait=*/false).first, 0);  // try_lock
+  EXPECT_EQ(line_members(), (std::vector<std::string>{"1001", "1002"}));
+
+  EXPECT_EQ(unlock("client-a:1"), 1);
+  EXPECT_EQ(log.first(2), (std::vector<std::string>{"1001", "0"}));
+  EXPECT_EQ(c.command({"GET", reserved}).str, "1001");
+  EXPECT_EQ(line_members(), std::vector<std::string>{"1002"});
+
+  // Free, but held back for client b: others are refused with the reservation's time left.
+  const auto [refused, ttl] = lock_in_line("client-c:1", "1002");
+  EXPECT_EQ(refused, 0);
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, std::stoll(std::string(reservation_grace_ms)));
+  EXPECT_EQ(lock("client-x:1").first, 0);  // outside the line: refused too
+  EXPECT_EQ(lock_in_line("client-b:1", "1001").first, 1);
+  EXPECT_EQ(c.command({"EXISTS", reserved}).integer, 0);
+  EXPECT_EQ(line_members(), std::vector<std::string>{"1002"});
+}
+
+TEST_F(LockScriptsTest, AClientThatTakesTheLockWithMoreWaitersGoesBackToTheTail) {
+  ASSERT_EQ(lock("client-a:1").first, 1);
+  lock_in_line("client-b:1", "1001");
+  lock_in_line("client-c:1", "1002");
+  EXPECT_EQ(unlock("client-a:1"), 1);
+  EXPECT_EQ(lock_in_line("client-b:1", "1001", 0, true, "r").first, 1);
+  EXPECT_EQ(line_members(), (std::vector<std::string>{"1002", "1001"}));
+  // A refused attempt keeps a client's place.
+  lock_in_line("client-c:2", "1002");
+  EXPECT_EQ(line_members(), (std::vector<std::string>{"1002", "1001"}));
+}
+
+TEST_F(LockScriptsTest, AClientPastItsLineDeadlineIsSkipped) {
+  channel_log log(c, channel);
+  ASSERT_EQ(lock("client-a:1").first, 1);
+  lock_in_line("client-b:1", "1001");
+  lock_in_line("client-c:1", "1002");
+  // b stopped attempting (it died): its deadline, server time in ms, lies in the past.
+  c.command({"HSET", line_deadlines, "1001", "1"});
+  EXPECT_EQ(unlock("client-a:1"), 1);
+  EXPECT_EQ(log.first(2), (std::vector<std::string>{"1002", "0"}));
+  EXPECT_EQ(c.command({"GET", reserved}).str, "1002");
+  EXPECT_TRUE(line_members().empty());
+  EXPECT_EQ(c.command({"HLEN", line_deadlines}).integer, 0);
+}
+
+TEST_F(LockScriptsTest, AClientThatLeavesTheLinePassesItsReservationOn) {
+  channel_log log(c, channel);
+  ASSERT_EQ(lock("client-a:1").first, 1);
+  lock_in_line("client-b:1", "1001");
+  lock_in_line("client-c:1", "1002");
+  lock_in_line("client-d:1", "1003");
+  const auto leave = [&](std::string_view id) {
+    return c
+        .eval(leave_script, {name, channel, line, line_deadlines, reserved},
+              {id, "publish", reservation_grace_ms, "0"})
+        .integer;
+  };
+  EXPECT_EQ(leave("1003"), 0);  // not reserved for it: it only leaves
+  EXPECT_EQ(line_members(), (std::vector<std::string>{"1001", "1002"}));
+  EXPECT_EQ(unlock("client-a:1"), 1);
+  EXPECT_EQ(leave("1001"), 1);  // b gave up after it was called: c is called instead
+  EXPECT_EQ(log.first(4), (std::vector<std::string>{"1001", "0", "1002", "0"}));
+  EXPECT_EQ(c.command({"GET", reserved}).str, "1002");
+  EXPECT_EQ(lock_in_line("client-c:1", "1002").first, 1);
 }
 
 // A release may be retried without knowing whether the first try ran (connection lost, or timed

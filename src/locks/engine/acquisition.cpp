@@ -27,7 +27,7 @@ acquisition::acquisition(std::shared_ptr<lock_engine> engine, params p, completi
       key_{p_.lock, p_.owner},
       channel_(p_.lock.protocol->wake_channel(p_.lock.name)),
       done_(std::move(done)),
-      machine_(p_.deadline) {}
+      machine_(p_.deadline, p_.lock.protocol->wait_refresh()) {}
 
 bool acquisition::begin() {
   engine_->acquisitions_[this] = shared_from_this();
@@ -120,21 +120,25 @@ void acquisition::send_attempt() {
   ++timer_generation_;  // a timer that fired meanwhile is stale now
   if (timer_) timer_->cancel();
   const attempt_plan plan = engine_->plan(key_, p_.lease ? &*p_.lease : nullptr);
-  const script_call call = p_.lock.protocol->attempt(
-      {p_.lock.name, plan.owner, plan.lease, plan.known_holds, clock::now() < p_.deadline});
+  attempt_request request{p_.lock.name, plan.owner, plan.lease, plan.known_holds};
+  request.may_wait = clock::now() < p_.deadline;
+  request.in_line = in_queue_;
+  request.others_waiting = engine_->waiters_.waiting(p_.lock) > (in_queue_ ? 1 : 0);
+  may_be_in_line_ = may_be_in_line_ || request.may_wait || request.others_waiting;
+  const script_call call = p_.lock.protocol->attempt(request);
   const auto sent_at = clock::now();
   try {
     engine_->send_attempt(
-        call, [self = shared_from_this(), plan, sent_at](std::error_code ec, const reply& r) {
-          self->on_reply(plan, sent_at, ec, r);
-        });
+        call,
+        [self = shared_from_this(), plan, sent_at, others = request.others_waiting](
+            std::error_code ec, const reply& r) { self->on_reply(plan, sent_at, others, ec, r); });
   } catch (const error& e) {
     finish(e.code(), e.detail(), false, used_wake_up);
   }
 }
 
-void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, std::error_code ec,
-                           const reply& r) {
+void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, bool others_waiting,
+                           std::error_code ec, const reply& r) {
   // Stopped while the attempt was out: a hold it may have taken ends with its lease.
   if (finished_) return;
   attempt_outcome outcome;
@@ -168,6 +172,7 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
   }
   const bool cancel_requested = p_.cancel.stop_requested();
   if (outcome.status != attempt_outcome::kind::held_by_other) {
+    if (!others_waiting) engine_->keep_place_in_line(p_.lock, &waiter_);
     const auto a = machine_.on_acquired(cancel_requested);
     if (a.result == verdict::cancelled) {
       (void)engine_->release(p_.lock, p_.owner);  // a hold that came too late goes back
@@ -186,7 +191,8 @@ void acquisition::arm_timer(clock::time_point at) {
   timer_->async_wait(
       [self = shared_from_this(), generation = timer_generation_](std::error_code ec) {
         if (ec || generation != self->timer_generation_) return;
-        self->run(self->machine_.on_timer());
+        const bool first = self->engine_->waiters_.is_first(self->p_.lock, &self->waiter_);
+        self->run(self->machine_.on_timer(clock::now(), first));
       });
 }
 
@@ -198,7 +204,10 @@ void acquisition::finish(std::error_code ec, const std::string& detail, bool hel
   ++timer_generation_;
   timer_.reset();
   if (in_queue_) {
-    subscription last = engine_->waiters_.leave(p_.lock, &waiter_, give_back);
+    bool last_of_lock = false;
+    subscription last = engine_->waiters_.leave(p_.lock, &waiter_, give_back, &last_of_lock);
+    // The client's last waiter gave up: the client leaves the server's wait line too.
+    if (!held && last_of_lock && may_be_in_line_) engine_->leave_line(p_.lock);
     if (last) {
       // Unsubscribing is I/O: only while the client lives; afterwards the subscription is parked
       // and dropped by shutdown on the I/O thread while the subscriber still lives.

@@ -57,8 +57,8 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   bool begin();
   void run(const acquisition_machine::action& a);
   void send_attempt();
-  void on_reply(const attempt_plan& plan, clock::time_point sent_at, std::error_code ec,
-                const reply& r);
+  void on_reply(const attempt_plan& plan, clock::time_point sent_at, bool others_waiting,
+                std::error_code ec, const reply& r);
   void arm_timer(clock::time_point at);
   void finish(std::error_code ec, const std::string& detail, bool held, bool give_back = false);
 
@@ -71,6 +71,7 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   wait_queues::waiter waiter_;
   bool in_queue_ = false;
   bool finished_ = false;
+  bool may_be_in_line_ = false;  // an attempt that may have put the client in the wait line
   bool unconfirmed_ = false;
   bool retried_lost_link_ = false;  // an attempt lost with its link was tried again once  // the
                                     // last attempt's hold was undone (too few replicas)

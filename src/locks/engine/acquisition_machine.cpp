@@ -70,6 +70,19 @@ action acquisition_machine::wait(clock::time_point now, std::int64_t ttl_ms, boo
     sleep_ms = recheck_.count();
   }
   if (sleep_ms >= 0 && sleep_ms < left_ms) a.wake_at = now + milliseconds(sleep_ms);
+  lease_wake_ = a.wake_at;
+  refresh_wake_ = false;
+  return refreshed(now, a);
+}
+
+action acquisition_machine::refreshed(clock::time_point now, action a) {
+  if (refresh_ > milliseconds(0) && refresh_ < lease_wake_ - now) {
+    a.wake_at = now + refresh_;
+    refresh_wake_ = true;
+  } else {
+    a.wake_at = lease_wake_;
+    refresh_wake_ = false;
+  }
   return a;
 }
 
@@ -111,6 +124,15 @@ action acquisition_machine::on_timer() {
   // decides whether the wait is over).
   if (state_ != state::waiting) return {};
   return attempt();
+}
+
+action acquisition_machine::on_timer(clock::time_point now, bool first) {
+  if (state_ != state::waiting) return {};
+  if (!refresh_wake_ || first) return attempt();
+  // Another waiter of this client keeps its place in line: sleep on.
+  action a;
+  a.what = action::kind::wait;
+  return refreshed(now, a);
 }
 
 action acquisition_machine::on_cancel() {

@@ -27,6 +27,10 @@
 // (never past the holder's lease end or the deadline), so its release is noticed within
 // foreign_recheck_max plus one round trip.
 //
+// A type with a wait line (lock_protocol::wait_refresh()) keeps its place by attempting at least
+// every `refresh` while it waits: a wait then also ends after `refresh`, but only the client's
+// first waiter attempts (on_timer(now, first)); the others sleep on for another `refresh`.
+//
 // A wake-up stands for an unlock message. An attempt that used one and then failed hands it back
 // (finish.pass_wake_up), and the wait queue passes a waiter's unused wake-up on when it leaves, so
 // the unlock it announced reaches another waiter of this client.
@@ -62,7 +66,10 @@ class acquisition_machine {
   };
 
   // `deadline`: when waiting ends (time_point::max(): never; a past one: one attempt).
-  explicit acquisition_machine(clock::time_point deadline) : deadline_(deadline) {}
+  // `refresh`: see the top of this file (zero: none).
+  explicit acquisition_machine(clock::time_point deadline,
+                               std::chrono::milliseconds refresh = std::chrono::milliseconds(0))
+      : deadline_(deadline), refresh_(refresh) {}
 
   // An acquisition that makes its own first attempt, unless this client already has waiters
   // for the lock that saw its holder with `queued_ttl_ms` left: then it queues behind them.
@@ -84,6 +91,8 @@ class acquisition_machine {
 
   action on_wake_up();  // the lock's queue gave this waiter a wake-up
   action on_timer();
+  // The timer fired for a waiter that is (`first`) or is not its client's first waiter.
+  action on_timer(clock::time_point now, bool first);
   action on_cancel();
 
   bool attempting() const noexcept { return state_ == state::attempting; }
@@ -95,8 +104,13 @@ class acquisition_machine {
   action attempt();
   action finish(verdict v, bool pass_wake_up = false);
   action wait(clock::time_point now, std::int64_t ttl_ms, bool observed, bool holder_publishes);
+  // `a` with its wake-up time: the lease's, or the next refresh when that comes first.
+  action refreshed(clock::time_point now, action a);
 
   const clock::time_point deadline_;
+  const std::chrono::milliseconds refresh_;
+  clock::time_point lease_wake_{};  // waiting: when the wait ends without a refresh
+  bool refresh_wake_ = false;       // waiting: the timer is set for a refresh
   state state_ = state::idle;
   bool attempted_ = false;     // an attempt was made (by this machine or by the blocking caller)
   bool in_queue_ = false;      // joined the lock's wait queue

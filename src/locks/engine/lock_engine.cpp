@@ -46,7 +46,8 @@ lock_engine::lock_engine(asio::io_context& io, route::router& router, const lock
       on_lock_lost_(settings.on_lock_lost),
       confirm_{settings.min_replicas, settings.replica_timeout},
       holds_(settings.watchdog_timeout, core::random_id(), counters_),
-      waiters_([this](const std::string& channel) { return subscribe(channel); }) {}
+      waiters_([this](const std::string& channel) { return subscribe(channel); },
+               wake_id(holds_.registry.owner_field(0))) {}
 
 void lock_engine::start() {
   releases_ = std::make_shared<release_queue>(
@@ -202,6 +203,19 @@ bool lock_engine::masters_move() {
   }
 }
 
+void lock_engine::keep_place_in_line(const lock_ref& lock, const wait_queues::waiter* self) {
+  if (lock.protocol->wakes_by_line()) waiters_.nudge(lock, self);
+}
+
+void lock_engine::leave_line(const lock_ref& lock) noexcept {
+  try {
+    const auto call = lock.protocol->leave_line(lock.name, holds_.registry.owner_field(0));
+    if (call) io_.eval(*call, [](std::error_code, const reply&) {});
+  } catch (...) {
+    // Stopped, or out of memory: the client's place lapses with its line deadline.
+  }
+}
+
 void lock_engine::send_attempt(const script_call& call, net::completion done) {
   io_.eval(call, std::move(done), false, confirm_);
 }
@@ -252,10 +266,16 @@ attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t own
   const auto sent_at = clock::now();
   io_.check_not_io_thread();
   net::sync_call c;
-  send_attempt(lock.protocol->attempt({lock.name, p.owner, p.lease, p.known_holds, may_wait}),
-               c.handler());
+  attempt_request request{lock.name, p.owner, p.lease, p.known_holds};
+  request.may_wait = may_wait;
+  request.others_waiting = waiters_.waiting(lock) > 0;
+  send_attempt(lock.protocol->attempt(request), c.handler());
   std::string why;
-  return read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);
+  attempt_outcome outcome = read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);
+  if (outcome.status != attempt_outcome::kind::held_by_other && !request.others_waiting) {
+    keep_place_in_line(lock, nullptr);
+  }
+  return outcome;
 }
 
 bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milliseconds* lease,

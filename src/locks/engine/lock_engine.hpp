@@ -126,6 +126,13 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   attempt_outcome attempt_now(const lock_ref& lock, std::uint64_t owner,
                               const std::chrono::milliseconds* lease, bool may_wait,
                               bool& unconfirmed);
+  // After an attempt that took `lock` and left the wait line (it knew of no other waiter here):
+  // if a waiter of this client came meanwhile, it attempts, which puts the client back in line
+  // (it would otherwise sleep through the wake-ups of other clients). `self`: the acquisition's
+  // own waiter, if it is one.
+  void keep_place_in_line(const lock_ref& lock, const wait_queues::waiter* self);
+  // This client's last waiter for `lock` gave up: the client leaves its wait line (no waiting).
+  void leave_line(const lock_ref& lock) noexcept;
   // Sends an attempt (with WAIT behind it when min_replicas asks for it).
   void send_attempt(const script_call& call, net::completion done);
   // Reads an attempt's reply and records it. With min_replicas, a first hold that fewer replicas

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,6 +41,11 @@ struct attempt_request {
   std::string_view owner;
   std::chrono::milliseconds lease{0};
   std::uint64_t known_holds = 0;  // the holds this client knows the owner has (0: a first hold)
+  // For a type with a wait line of clients (wakes_by_line()): the caller is a queued waiter, so
+  // the client may stand in the line (`in_line`), and other waiters of this client wait for the
+  // same lock (`others_waiting`), so the client stays in line after taking it.
+  bool in_line = false;
+  bool others_waiting = false;
   // Whether the caller waits if the attempt fails (false for a try_lock() without a wait, and
   // for the last attempt at the deadline): a type with a server-side queue enqueues only then.
   bool may_wait = false;
@@ -98,6 +104,24 @@ class lock_protocol {
   virtual std::size_t wake_ups(std::string_view payload) const {
     (void)payload;
     return 1;
+  }
+
+  // A type whose waiting clients stand in a wait line on the server (the reentrant lock; see
+  // docs/design/contention.md): its release reserves the lock for the first client in line and
+  // publishes that client's wake id (locks::wake_id()) right before the unlock message. A client
+  // wakes one waiter on its own id, nothing on another's, and skips the unlock message that
+  // follows an id; any other message counts as wake_ups() says.
+  virtual bool wakes_by_line() const noexcept { return false; }
+  // How often a client's first waiter makes an attempt while it waits without a wake-up, to keep
+  // the client's place in the line (zero: only at the holder's lease end).
+  virtual std::chrono::milliseconds wait_refresh() const { return std::chrono::milliseconds(0); }
+  // The script by which a client whose last waiter for `name` gave up leaves the line (and passes
+  // on a reservation made for it); `owner` is one of the client's owner fields.
+  virtual std::optional<script_call> leave_line(std::string_view name,
+                                                std::string_view owner) const {
+    (void)name;
+    (void)owner;
+    return std::nullopt;
   }
 
   virtual script_call attempt(const attempt_request& request) const = 0;

@@ -1,5 +1,7 @@
 #include "locks/engine/wait_queues.hpp"
 
+#include "locks/names.hpp"
+
 #include <algorithm>
 #include <utility>
 
@@ -73,8 +75,10 @@ bool wait_queues::has_wake_up(waiter* w) {
   return w->wake_up;
 }
 
-subscription wait_queues::leave(const lock_ref& lock, waiter* w, bool give_back) {
+subscription wait_queues::leave(const lock_ref& lock, waiter* w, bool give_back,
+                                bool* last_of_lock) {
   std::lock_guard guard(mutex_);
+  if (last_of_lock != nullptr) *last_of_lock = false;
   const auto it = locks_.find(lock);
   if (it == locks_.end()) return {};
   auto& queue = it->second.queue;
@@ -83,6 +87,7 @@ subscription wait_queues::leave(const lock_ref& lock, waiter* w, bool give_back)
   // it stands for is still there for someone else to take.
   if (std::exchange(w->wake_up, false) || give_back) give_wake_up(it->second);
   if (!queue.empty()) return {};
+  if (last_of_lock != nullptr) *last_of_lock = true;
   const std::string channel = it->second.channel;
   locks_.erase(it);
   const auto ch = channels_.find(channel);
@@ -93,6 +98,30 @@ subscription wait_queues::leave(const lock_ref& lock, waiter* w, bool give_back)
   subscription last = std::move(ch->second.sub);
   channels_.erase(ch);
   return last;
+}
+
+std::size_t wait_queues::waiting(const lock_ref& lock) {
+  std::lock_guard guard(mutex_);
+  const auto it = locks_.find(lock);
+  return it == locks_.end() ? 0 : it->second.queue.size();
+}
+
+bool wait_queues::is_first(const lock_ref& lock, const waiter* w) {
+  std::lock_guard guard(mutex_);
+  const auto it = locks_.find(lock);
+  return it != locks_.end() && !it->second.queue.empty() && it->second.queue.front() == w;
+}
+
+void wait_queues::nudge(const lock_ref& lock, const waiter* except) {
+  std::lock_guard guard(mutex_);
+  const auto it = locks_.find(lock);
+  if (it == locks_.end()) return;
+  for (waiter* w : it->second.queue) {
+    if (w == except || w->wake_up) continue;
+    w->wake_up = true;
+    w->wake();
+    return;
+  }
 }
 
 void wait_queues::give_wake_up(lock_waiters& waiters) {
@@ -109,12 +138,21 @@ void wait_queues::on_message(const std::string& channel, std::string_view payloa
   std::lock_guard guard(mutex_);
   const auto ch = channels_.find(channel);
   if (ch == channels_.end()) return;
+  const bool wake_id = is_wake_id(payload);
+  const bool after_wake_id = std::exchange(ch->second.after_wake_id, wake_id);
   // The message does not say which of the channel's locks it is about: each reads it (a spare
   // attempt at worst, never a missed release).
   for (const lock_ref& lock : ch->second.locks) {
     const auto it = locks_.find(lock);
     if (it == locks_.end()) continue;
-    const std::size_t n = lock.protocol->wake_ups(payload);
+    std::size_t n = 0;
+    if (!lock.protocol->wakes_by_line()) {
+      n = lock.protocol->wake_ups(payload);
+    } else if (wake_id) {
+      n = payload == own_wake_id_ ? 1 : 0;
+    } else if (!(after_wake_id && payload == "0")) {
+      n = lock.protocol->wake_ups(payload);
+    }
     if (n == lock_protocol::wake_everyone) {
       wake_every_waiter(it->second);
       continue;
@@ -129,6 +167,7 @@ void wait_queues::on_subscribed(const std::string& channel) {
   std::lock_guard guard(mutex_);
   const auto ch = channels_.find(channel);
   if (ch == channels_.end()) return;
+  ch->second.after_wake_id = false;
   for (const lock_ref& lock : ch->second.locks) {
     const auto it = locks_.find(lock);
     if (it != locks_.end()) wake_every_waiter(it->second);

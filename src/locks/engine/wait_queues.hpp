@@ -6,6 +6,9 @@
 //   - A message on a channel gives each lock listening there as many wake-ups as its protocol
 //     reads in it (lock_protocol::wake_ups; one for an unlock message): each to the first waiter
 //     of that lock that has none pending. The others sleep on.
+//   - For a type with a wait line (lock_protocol::wakes_by_line()), a wake id on the channel is
+//     one wake-up when it is this client's (`own_wake_id`), none otherwise, and the unlock
+//     message right after an id counts for nothing: it woke the client the id named.
 //   - A (re)subscription gives every waiter on the channel a wake-up: messages sent while
 //     unsubscribed are lost, so everyone re-checks.
 //   - A waiter that leaves with an unused wake-up passes it to the next waiter of its lock.
@@ -42,7 +45,8 @@ class wait_queues {
   // on_message() and on_subscribed(). Called with the mutex held; must not call back in.
   using subscribe_fn = std::function<subscription(const std::string& channel)>;
 
-  explicit wait_queues(subscribe_fn subscribe) : subscribe_(std::move(subscribe)) {}
+  wait_queues(subscribe_fn subscribe, std::string own_wake_id)
+      : subscribe_(std::move(subscribe)), own_wake_id_(std::move(own_wake_id)) {}
 
   // Queues `w` for `lock`, whose releases are announced on `channel`; the first waiter of a
   // channel subscribes it (and throws what subscribing throws). `holder_ttl_ms`: the holder's
@@ -61,13 +65,22 @@ class wait_queues {
   bool has_wake_up(waiter* w);
   // Removes `w` (passing an unused wake-up on, and a `give_back` one too). Returns the channel's
   // subscription when `w` was its last listener: the caller drops it where that is safe.
-  subscription leave(const lock_ref& lock, waiter* w, bool give_back);
+  // `last_of_lock`, when given, is set to whether `w` was the lock's last waiter here.
+  subscription leave(const lock_ref& lock, waiter* w, bool give_back, bool* last_of_lock = nullptr);
+
+  // How many waiters this client has for `lock`.
+  std::size_t waiting(const lock_ref& lock);
+  // Whether `w` is the first of `lock`'s waiters here.
+  bool is_first(const lock_ref& lock, const waiter* w);
+  // Gives one wake-up to `lock`'s first waiter other than `except` that has none pending.
+  void nudge(const lock_ref& lock, const waiter* except = nullptr);
 
   // Every waiter of every lock re-checks now (the connection to the server was lost: an attempt
   // tells at once whether the server is back or unreachable).
   void wake_all();
 
   void on_message(const std::string& channel, std::string_view payload);
+  const std::string& own_wake_id() const noexcept { return own_wake_id_; }
   void on_subscribed(const std::string& channel);
 
  private:
@@ -84,12 +97,14 @@ class wait_queues {
   struct channel_listeners {
     subscription sub;
     std::vector<lock_ref> locks;
+    bool after_wake_id = false;  // the last message was a wake id
   };
 
   static void give_wake_up(lock_waiters& waiters);
   static void wake_every_waiter(lock_waiters& waiters);
 
   subscribe_fn subscribe_;
+  const std::string own_wake_id_;
   std::mutex mutex_;
   std::map<lock_ref, lock_waiters> locks_;
   std::map<std::string, channel_listeners> channels_;

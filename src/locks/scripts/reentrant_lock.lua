@@ -1,6 +1,7 @@
 -- Acquires or re-enters a reentrant lock. Data as Redisson's RLock, so Java and C++ services can
 -- share locks: a hash at the lock name, field "<client id>:<thread id>" -> hold count, PEXPIRE lease.
--- Beyond Redisson: every first acquisition takes a fencing token.
+-- Beyond Redisson: every first acquisition takes a fencing token, and clients that wait stand in
+-- a wait line, so that a release wakes one client rather than all (wait_line.lua, put in front).
 --
 -- Tokens must keep increasing even when the server loses writes: a restart without persistence,
 -- a failover whose replica missed the last acquisitions (asynchronous replication), the counter's
@@ -13,16 +14,27 @@
 --
 -- KEYS[1] the lock hash          ARGV[1] lease in milliseconds
 -- KEYS[2] the fencing counter    ARGV[2] this holder's field
---                                ARGV[3] how many holds the client knows this holder has
+-- KEYS[3] the wait line          ARGV[3] how many holds the client knows this holder has
+-- KEYS[4] the line's deadlines   ARGV[4] the client's wake id ("": it takes no part in the line)
+-- KEYS[5] the reservation        ARGV[5] "1": the caller waits if this attempt fails
+--                                ARGV[6] after taking the lock: "r" the client has other waiters
+--                                        (back to the line's tail), "l" leave the line, "" none
+--                                ARGV[7] how long a client stays in line without attempting (ms)
 --
 -- The client's count is the truth for its own field: a hold the client does not know of (an
 -- acquisition whose reply was lost) is taken over as a fresh one, and a re-entry sets the count
 -- to known + 1, so such an orphan can never keep the lock after the holder's last unlock.
 --
+-- A free lock reserved for another client (its release woke that client) is refused, as if held,
+-- with the reservation's time left.
+--
 -- Returns {1, token}     acquired (first hold): token strictly greater than every earlier one
 --         {2, count}     re-entered: the holder's new hold count
---         {0, pttl}      held by someone else: milliseconds until its lease ends (-1: no TTL)
+--         {0, pttl}      held (or reserved) by someone else: milliseconds until its lease (or the
+--                        reservation) ends (-1: no TTL)
 local counter_ttl_ms = 86400000
+local id = ARGV[4]
+local lifetime = tonumber(ARGV[7])
 
 local function next_token()
   local now = redis.call('time')
@@ -35,11 +47,32 @@ local function next_token()
   return token
 end
 
+local function refused(pttl)
+  if ARGV[5] == '1' and id ~= '' then
+    line_join(KEYS[3], KEYS[4], id, lifetime)
+  end
+  return {0, pttl}
+end
+
 local known = tonumber(ARGV[3])
-if redis.call('exists', KEYS[1]) == 0 or
-    (known == 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+local free = redis.call('exists', KEYS[1]) == 0
+if free then
+  local reserved = redis.call('get', KEYS[5])
+  if reserved and reserved ~= id then
+    return refused(redis.call('pttl', KEYS[5]))
+  end
+  if reserved then
+    redis.call('del', KEYS[5])
+  end
+end
+if free or (known == 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
+  if ARGV[6] == 'r' then
+    line_requeue(KEYS[3], KEYS[4], id, lifetime)
+  elseif ARGV[6] == 'l' then
+    line_leave(KEYS[3], KEYS[4], id)
+  end
   return {1, next_token()}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
@@ -47,4 +80,4 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {2, known + 1}
 end
-return {0, redis.call('pttl', KEYS[1])}
+return refused(redis.call('pttl', KEYS[1]))

@@ -1,5 +1,6 @@
--- Releases one hold of a reentrant lock; the last hold deletes it and publishes the unlock message
--- that wakes waiters (Redisson's channel and message, so Redisson waiters wake too).
+-- Releases one hold of a reentrant lock; the last hold deletes it, reserves it for the first client
+-- in its wait line and publishes that client's wake id (wait_line.lua, put in front), then the
+-- unlock message that wakes waiters (Redisson's channel and message, so Redisson waiters wake too).
 --
 -- KEYS[1] the lock hash          ARGV[1] unlock message ("0", as Redisson)
 -- KEYS[2] the unlock channel     ARGV[2] lease in milliseconds, re-set while holds remain
@@ -9,6 +10,9 @@
 --                                ARGV[5] the fencing token of the hold being released ("0":
 --                                        no check)
 --                                ARGV[6] "publish", or "spublish" on a Redis Cluster
+-- KEYS[4] the wait line          ARGV[7] how long the lock is held back for the woken client (ms)
+-- KEYS[5] the line's deadlines
+-- KEYS[6] the reservation
 --
 -- The client's count is the truth for its own field (see reentrant_lock.lua): the count is set,
 -- not decremented, so a hold the client never learned of cannot outlive its last unlock, and a
@@ -36,5 +40,6 @@ if tonumber(ARGV[4]) > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
+line_wake_head(KEYS[4], KEYS[5], KEYS[6], KEYS[2], ARGV[6], ARGV[7])
 redis.call(ARGV[6], KEYS[2], ARGV[1])
 return 1

@@ -10,6 +10,18 @@ namespace {
 // What Redisson publishes on unlock; its waiters and ours both understand it.
 constexpr std::string_view unlock_message = "0";
 
+// The wait line (docs/design/contention.md): a client stays in it for line_lifetime after its
+// latest attempt; its first waiter attempts at least every line_refresh to stay; a freed lock is
+// held back for the woken client for reservation_grace.
+constexpr std::chrono::milliseconds line_lifetime{3000};
+constexpr std::chrono::milliseconds line_refresh{1000};
+constexpr std::chrono::milliseconds reservation_grace{200};
+
+// A script that uses the wait line: its source with wait_line.lua's functions in front.
+std::string with_wait_line(std::string_view body) {
+  return std::string(scripts::wait_line).append("\n").append(body);
+}
+
 std::string ms_arg(std::chrono::milliseconds d) {
   return std::to_string(d.count());
 }
@@ -22,8 +34,9 @@ std::string ms_arg(std::chrono::milliseconds d) {
 }  // namespace
 
 reentrant_protocol::reentrant_protocol()
-    : lock_(std::string(scripts::reentrant_lock)),
-      unlock_(std::string(scripts::reentrant_unlock)),
+    : lock_(with_wait_line(scripts::reentrant_lock)),
+      unlock_(with_wait_line(scripts::reentrant_unlock)),
+      leave_line_(with_wait_line(scripts::leave_wait_line)),
       renew_(std::string(scripts::renew_leases)),
       force_(std::string(scripts::force_unlock)),
       status_(std::string(scripts::lock_status)) {}
@@ -32,10 +45,28 @@ std::string reentrant_protocol::wake_channel(std::string_view name) const {
   return unlock_channel(name);
 }
 
+std::chrono::milliseconds reentrant_protocol::wait_refresh() const {
+  return line_refresh;
+}
+
 script_call reentrant_protocol::attempt(const attempt_request& request) const {
+  const std::string_view after = request.others_waiting ? "r" : request.in_line ? "l" : "";
   return {&lock_,
-          {std::string(request.name), fence_key(request.name)},
-          {ms_arg(request.lease), std::string(request.owner), std::to_string(request.known_holds)}};
+          {std::string(request.name), fence_key(request.name), wait_line_key(request.name),
+           wait_line_deadlines_key(request.name), reservation_key(request.name)},
+          {ms_arg(request.lease), std::string(request.owner), std::to_string(request.known_holds),
+           wake_id(request.owner), request.may_wait ? "1" : "0", std::string(after),
+           ms_arg(line_lifetime)}};
+}
+
+std::optional<script_call> reentrant_protocol::leave_line(std::string_view name,
+                                                          std::string_view owner) const {
+  return script_call{
+      &leave_line_,
+      {std::string(name), unlock_channel(name), wait_line_key(name), wait_line_deadlines_key(name),
+       reservation_key(name)},
+      {wake_id(owner), "publish", ms_arg(reservation_grace), std::string(unlock_message)},
+      1};
 }
 
 attempt_outcome reentrant_protocol::read_attempt(const reply& r) const {
@@ -67,9 +98,12 @@ attempt_outcome reentrant_protocol::read_attempt(const reply& r) const {
 
 script_call reentrant_protocol::release(const release_request& request) const {
   return {&unlock_,
-          {request.name, unlock_channel(request.name), fence_key(request.name)},
+          {request.name, unlock_channel(request.name), fence_key(request.name),
+           wait_line_key(request.name), wait_line_deadlines_key(request.name),
+           reservation_key(request.name)},
           {std::string(unlock_message), ms_arg(request.lease), request.owner,
-           std::to_string(request.remaining), std::to_string(request.token), "publish"},
+           std::to_string(request.remaining), std::to_string(request.token), "publish",
+           ms_arg(reservation_grace)},
           5};
 }
 
@@ -170,8 +204,8 @@ lock_status reentrant_protocol::read_status(std::string_view name, const reply& 
 }
 
 std::vector<std::string_view> reentrant_protocol::scripts() const {
-  return {scripts::reentrant_lock, scripts::reentrant_unlock, scripts::renew_leases,
-          scripts::force_unlock, scripts::lock_status};
+  return {lock_.source(),        unlock_.source(),      leave_line_.source(),
+          scripts::renew_leases, scripts::force_unlock, scripts::lock_status};
 }
 
 }  // namespace dlock::locks

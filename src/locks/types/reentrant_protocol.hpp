@@ -3,7 +3,9 @@
 // The reentrant lock (dlock::mutex), as Redisson's RLock keeps it: a hash at the lock's name,
 // field "<client id>:<owner key>" -> hold count, a PEXPIRE lease, unlock message "0" on
 // "redisson_lock__channel:{name}". Beyond Redisson: a fencing token per first hold from the
-// counter "dlock:fence:{name}". The scripts are src/locks/scripts/reentrant_*.lua.
+// counter "dlock:fence:{name}", and a wait line of clients, so that a release wakes one client
+// (docs/design/contention.md). The scripts are src/locks/scripts/reentrant_*.lua and
+// wait_line.lua, leave_wait_line.lua.
 #pragma once
 
 #include "locks/engine/lock_protocol.hpp"
@@ -16,6 +18,10 @@ class reentrant_protocol final : public lock_protocol {
 
   std::string_view kind() const noexcept override { return "reentrant"; }
   std::string wake_channel(std::string_view name) const override;
+  bool wakes_by_line() const noexcept override { return true; }
+  std::chrono::milliseconds wait_refresh() const override;
+  std::optional<script_call> leave_line(std::string_view name,
+                                        std::string_view owner) const override;
   script_call attempt(const attempt_request& request) const override;
   attempt_outcome read_attempt(const reply& r) const override;
   script_call release(const release_request& request) const override;
@@ -32,6 +38,7 @@ class reentrant_protocol final : public lock_protocol {
  private:
   const script lock_;
   const script unlock_;
+  const script leave_line_;
   const script renew_;
   const script force_;
   const script status_;

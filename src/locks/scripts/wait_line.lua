@@ -1,0 +1,61 @@
+-- The wait line of a reentrant lock N (docs/design/contention.md), shared by the scripts that use
+-- it: this file is put in front of reentrant_lock.lua, reentrant_unlock.lua and
+-- leave_wait_line.lua, never run alone.
+--
+-- The line holds clients, not threads: a client's wake id (a decimal number >= 2) in the ZSET
+-- `line` scored by arrival, with the server time by which it must attempt again to stay in line
+-- in the hash `deadlines`. Each attempt of a client that will wait refreshes its deadline. A
+-- release pops the first client still in time, reserves the freed lock for it (`reserved` = its
+-- id, for `grace` ms) and publishes its id before the unlock message: only that client wakes a
+-- waiter; Redisson's waiters ignore the id and act on the "0" as before.
+
+local function line_now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Joins the line at its tail (or keeps its place in it) and stays for `lifetime` ms. Scores
+-- strictly increase along the line, also for arrivals within one millisecond.
+local function line_join(line, deadlines, id, lifetime)
+  local now = line_now_ms()
+  local tail = redis.call('zrange', line, -1, -1, 'withscores')[2]
+  local score = now
+  if tail and tonumber(tail) >= now then
+    score = tonumber(tail) + 1
+  end
+  redis.call('zadd', line, 'NX', score, id)
+  redis.call('hset', deadlines, id, now + lifetime)
+  redis.call('pexpire', line, lifetime)
+  redis.call('pexpire', deadlines, lifetime)
+end
+
+-- Took the lock and still has waiters: back to the tail, as a newcomer.
+local function line_requeue(line, deadlines, id, lifetime)
+  redis.call('zrem', line, id)
+  line_join(line, deadlines, id, lifetime)
+end
+
+local function line_leave(line, deadlines, id)
+  redis.call('zrem', line, id)
+  redis.call('hdel', deadlines, id)
+end
+
+-- The lock is free: reserves it for the first client in line whose deadline has not passed (the
+-- others left or died) and publishes that client's id. At most 100 stale entries per call.
+local function line_wake_head(line, deadlines, reserved, channel, publish, grace)
+  local now = line_now_ms()
+  for _ = 1, 100 do
+    local head = redis.call('zrange', line, 0, 0)[1]
+    if not head then
+      return
+    end
+    redis.call('zrem', line, head)
+    local deadline = tonumber(redis.call('hget', deadlines, head) or '0')
+    redis.call('hdel', deadlines, head)
+    if deadline >= now then
+      redis.call('set', reserved, head, 'px', grace)
+      redis.call(publish, channel, head)
+      return
+    end
+  end
+end
