@@ -9,6 +9,7 @@ namespace dlock {
 
 // Each counter only grows.
 struct lock_metrics {
+  std::uint64_t attempts = 0;         // acquisition attempts sent (a script each; failed ones too)
   std::uint64_t acquired = 0;         // first holds taken (blocking and asynchronous)
   std::uint64_t reentered = 0;        // re-entries of a hold this thread had
   std::uint64_t waited = 0;           // acquisitions that found the lock taken and waited

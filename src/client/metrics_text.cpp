@@ -125,6 +125,10 @@ std::string_view deployment_name(deployment_kind kind) {
 std::string metrics_text(const locks::lock_counters& counters, const routing_metrics& routing) {
   writer w(counters);
   using t = lock_type_counters;
+  w.per_type("dlock_lock_attempts_total",
+             "Acquisition attempts sent to Redis, failed ones included (above acquisitions: "
+             "contention).",
+             [](const t& x) { return x.attempts.load(); });
   w.per_type("dlock_lock_acquisitions_total", "First holds taken, blocking and asynchronous.",
              [](const t& x) { return x.acquired.load(); });
   w.per_type("dlock_lock_reentries_total", "Re-entries of a hold the same thread had.",

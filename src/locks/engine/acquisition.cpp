@@ -129,7 +129,7 @@ void acquisition::send_attempt() {
   const auto sent_at = clock::now();
   try {
     engine_->send_attempt(
-        call,
+        p_.lock, call,
         [self = shared_from_this(), plan, sent_at, others = request.others_waiting](
             std::error_code ec, const reply& r) { self->on_reply(plan, sent_at, others, ec, r); });
   } catch (const error& e) {
@@ -208,6 +208,7 @@ void acquisition::finish(std::error_code ec, const std::string& detail, bool hel
     subscription last = engine_->waiters_.leave(p_.lock, &waiter_, give_back, &last_of_lock);
     // The client's last waiter gave up: the client leaves the server's wait line too.
     if (!held && last_of_lock && may_be_in_line_) engine_->leave_line(p_.lock);
+    if (last_of_lock) engine_->drop_idle_subscriptions_later();
     if (last) {
       // Unsubscribing is I/O: only while the client lives; afterwards the subscription is parked
       // and dropped by shutdown on the I/O thread while the subscriber still lives.

@@ -85,8 +85,8 @@ struct lock_type_counters {
   explicit lock_type_counters(std::string_view kind) : type(kind) {}
 
   const std::string type;
-  std::atomic<std::uint64_t> acquired{0}, reentered{0}, waited{0}, timed_out{0}, released{0},
-      leases_renewed{0}, renewals_failed{0}, release_retries{0}, unconfirmed{0};
+  std::atomic<std::uint64_t> attempts{0}, acquired{0}, reentered{0}, waited{0}, timed_out{0},
+      released{0}, leases_renewed{0}, renewals_failed{0}, release_retries{0}, unconfirmed{0};
   std::array<std::atomic<std::uint64_t>, loss_reason_count> lost{};
   // From the call to the hold, for every acquisition that got its lock (re-entries included).
   duration_histogram wait_seconds{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
@@ -96,14 +96,16 @@ struct lock_type_counters {
 };
 
 struct lock_counters {
-  std::atomic<std::uint64_t> acquired{0}, reentered{0}, waited{0}, timed_out{0}, released{0},
-      lost{0}, renewal_scripts{0}, leases_renewed{0}, release_retries{0}, unconfirmed{0};
+  std::atomic<std::uint64_t> attempts{0}, acquired{0}, reentered{0}, waited{0}, timed_out{0},
+      released{0}, lost{0}, renewal_scripts{0}, leases_renewed{0}, release_retries{0},
+      unconfirmed{0};
   // Command connections that came up (the first ones included), broke, and came up after one
   // broke.
   std::atomic<std::uint64_t> links_up{0}, links_lost{0}, links_recovered{0};
 
   lock_metrics snapshot() const noexcept {
     lock_metrics m;
+    m.attempts = attempts;
     m.acquired = acquired;
     m.reentered = reentered;
     m.waited = waited;

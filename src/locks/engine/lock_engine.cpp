@@ -203,6 +203,23 @@ bool lock_engine::masters_move() {
   }
 }
 
+void lock_engine::drop_idle_subscriptions_later() {
+  if (idle_timer_armed_ || io_.stopped()) return;
+  const auto next = waiters_.next_idle_expiry();
+  if (!next) return;
+  if (!idle_timer_) idle_timer_.emplace(io_.io());
+  idle_timer_armed_ = true;
+  idle_timer_->expires_at(*next);
+  idle_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+    auto self = weak.lock();
+    if (!self || ec) return;
+    self->idle_timer_armed_ = false;
+    if (self->io_.stopped()) return;  // shutdown drops them
+    self->waiters_.take_idle(clock::now() - wait_queues::idle_channel_linger).clear();
+    self->drop_idle_subscriptions_later();
+  });
+}
+
 void lock_engine::keep_place_in_line(const lock_ref& lock, const wait_queues::waiter* self) {
   if (lock.protocol->wakes_by_line()) waiters_.nudge(lock, self);
 }
@@ -216,8 +233,11 @@ void lock_engine::leave_line(const lock_ref& lock) noexcept {
   }
 }
 
-void lock_engine::send_attempt(const script_call& call, net::completion done) {
+void lock_engine::send_attempt(const lock_ref& lock, const script_call& call,
+                               net::completion done) {
   io_.eval(call, std::move(done), false, confirm_);
+  ++counters_.attempts;
+  ++counters_.of(lock.protocol->kind()).attempts;
 }
 
 attempt_outcome lock_engine::read_attempt_reply(const hold_key& key, const attempt_plan& plan,
@@ -269,7 +289,7 @@ attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t own
   attempt_request request{lock.name, p.owner, p.lease, p.known_holds};
   request.may_wait = may_wait;
   request.others_waiting = waiters_.waiting(lock) > 0;
-  send_attempt(lock.protocol->attempt(request), c.handler());
+  send_attempt(lock, lock.protocol->attempt(request), c.handler());
   std::string why;
   attempt_outcome outcome = read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);
   if (outcome.status != attempt_outcome::kind::held_by_other && !request.others_waiting) {
@@ -443,6 +463,8 @@ void lock_engine::shutdown(milliseconds limit) {
       parked.swap(parked_);
     }
     parked.clear();  // while the subscriber and its io_context live
+    waiters_.take_idle(clock::time_point::max()).clear();
+    idle_timer_.reset();
     watchdog_->stop();
     dropped.set_value();
   });

@@ -131,10 +131,13 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   // (it would otherwise sleep through the wake-ups of other clients). `self`: the acquisition's
   // own waiter, if it is one.
   void keep_place_in_line(const lock_ref& lock, const wait_queues::waiter* self);
+  // Arms the timer that unsubscribes channels idle for wait_queues::idle_channel_linger (I/O
+  // thread).
+  void drop_idle_subscriptions_later();
   // This client's last waiter for `lock` gave up: the client leaves its wait line (no waiting).
   void leave_line(const lock_ref& lock) noexcept;
   // Sends an attempt (with WAIT behind it when min_replicas asks for it).
-  void send_attempt(const script_call& call, net::completion done);
+  void send_attempt(const lock_ref& lock, const script_call& call, net::completion done);
   // Reads an attempt's reply and records it. With min_replicas, a first hold that fewer replicas
   // acknowledged is undone (a token-checked release) and reads as held by another for
   // replica_timeout; `unconfirmed` says so. Throws errc::protocol_error for a malformed reply.
@@ -164,6 +167,9 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   wait_queues waiters_;
   std::shared_ptr<release_queue> releases_;
   std::shared_ptr<watchdog> watchdog_;
+  // Unsubscribes idle wake channels (drop_idle_subscriptions_later); I/O thread only.
+  std::optional<asio::steady_timer> idle_timer_;
+  bool idle_timer_armed_ = false;
   // Acquisitions under way on the I/O thread; I/O thread only.
   std::map<acquisition*, std::shared_ptr<acquisition>> acquisitions_;
   // Subscriptions whose last waiter left after shutdown began: dropped on the I/O thread.

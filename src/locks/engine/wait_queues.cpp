@@ -25,6 +25,10 @@ void wait_queues::join(const lock_ref& lock, const std::string& channel, waiter*
                        std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes) {
   std::lock_guard guard(mutex_);
   auto [channel_it, new_channel] = channels_.try_emplace(channel);
+  if (!new_channel && channel_it->second.locks.empty()) {
+    // Idle, still subscribed: taken back into use without a new SUBSCRIBE.
+    std::erase_if(idle_, [&](const idle_channel& i) { return i.channel == channel; });
+  }
   if (new_channel) {
     try {
       channel_it->second.sub = subscribe_(channel);
@@ -95,9 +99,36 @@ subscription wait_queues::leave(const lock_ref& lock, waiter* w, bool give_back,
   auto& locks = ch->second.locks;
   locks.erase(std::remove(locks.begin(), locks.end(), lock), locks.end());
   if (!locks.empty()) return {};
-  subscription last = std::move(ch->second.sub);
-  channels_.erase(ch);
+  // The channel's last listener: it stays subscribed for a while, since the next lock() of the
+  // same name (a loop, a busy lock) would subscribe again, and a fresh subscription wakes every
+  // waiter (on_subscribed). Beyond idle_channels_kept, the oldest idle one goes now.
+  idle_.push_back({channel, steady_clock::now()});
+  if (idle_.size() <= idle_channels_kept) return {};
+  const auto oldest = channels_.find(idle_.front().channel);
+  idle_.pop_front();
+  if (oldest == channels_.end()) return {};
+  subscription last = std::move(oldest->second.sub);
+  channels_.erase(oldest);
   return last;
+}
+
+std::vector<subscription> wait_queues::take_idle(steady_clock::time_point idle_since) {
+  std::lock_guard guard(mutex_);
+  std::vector<subscription> out;
+  while (!idle_.empty() && idle_.front().since <= idle_since) {
+    const auto ch = channels_.find(idle_.front().channel);
+    idle_.pop_front();
+    if (ch == channels_.end()) continue;
+    out.push_back(std::move(ch->second.sub));
+    channels_.erase(ch);
+  }
+  return out;
+}
+
+std::optional<steady_clock::time_point> wait_queues::next_idle_expiry() {
+  std::lock_guard guard(mutex_);
+  if (idle_.empty()) return std::nullopt;
+  return idle_.front().since + idle_channel_linger;
 }
 
 std::size_t wait_queues::waiting(const lock_ref& lock) {

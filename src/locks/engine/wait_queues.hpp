@@ -63,10 +63,20 @@ class wait_queues {
   // Takes `w`'s pending wake-up; returns whether it had one.
   bool take_wake_up(waiter* w);
   bool has_wake_up(waiter* w);
-  // Removes `w` (passing an unused wake-up on, and a `give_back` one too). Returns the channel's
-  // subscription when `w` was its last listener: the caller drops it where that is safe.
+  // Removes `w` (passing an unused wake-up on, and a `give_back` one too). A channel whose last
+  // listener left stays subscribed, idle, for a while; returns a subscription that is idle no
+  // longer wanted: the caller drops it where that is safe.
   // `last_of_lock`, when given, is set to whether `w` was the lock's last waiter here.
   subscription leave(const lock_ref& lock, waiter* w, bool give_back, bool* last_of_lock = nullptr);
+
+  // The idle subscriptions idle since `idle_since` or earlier (time_point::max(): all), for the
+  // caller to drop; and when the next one will have been idle for idle_channel_linger.
+  std::vector<subscription> take_idle(std::chrono::steady_clock::time_point idle_since);
+  std::optional<std::chrono::steady_clock::time_point> next_idle_expiry();
+
+  // At most this many channels stay subscribed without waiters, each for idle_channel_linger.
+  static constexpr std::size_t idle_channels_kept = 16;
+  static constexpr std::chrono::milliseconds idle_channel_linger{1000};
 
   // How many waiters this client has for `lock`.
   std::size_t waiting(const lock_ref& lock);
@@ -108,6 +118,11 @@ class wait_queues {
   std::mutex mutex_;
   std::map<lock_ref, lock_waiters> locks_;
   std::map<std::string, channel_listeners> channels_;
+  struct idle_channel {
+    std::string channel;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::deque<idle_channel> idle_;  // subscribed channels without listeners, oldest first
 };
 
 }  // namespace dlock::locks

@@ -1,0 +1,148 @@
+// The reentrant lock's wait line of clients (docs/design/contention.md): waiting clients are
+// called one at a time in the order they began to wait, an unlock sends no attempt from clients
+// it does not call, and a client that gives up passes its turn on.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <future>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "dlock/dlock.hpp"
+#include "support/redis_fixture.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+using test::redis_server;
+using test::unique_key;
+
+// Scheduling slack for timing assertions on a loaded 2-core CI machine.
+constexpr auto timing_slack = 300ms;
+
+std::int64_t line_length(client& admin, const std::string& name) {
+  return admin.command({"ZCARD", "dlock:line:{" + name + "}"}).integer;
+}
+
+// EVAL and EVALSHA calls since the last CONFIG RESETSTAT: every attempt and release is one.
+std::uint64_t script_calls(client& admin) {
+  std::istringstream in(admin.command({"INFO", "commandstats"}).str);
+  std::uint64_t total = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("cmdstat_evalsha:", 0) != 0 && line.rfind("cmdstat_eval:", 0) != 0) continue;
+    total += std::stoull(line.substr(line.find("calls=") + 6));
+  }
+  return total;
+}
+
+// `n` clients, each with one thread that waits for `name`, takes it, records its turn and
+// releases it at once. Each starts waiting only once the one before stands in the line.
+class waiting_clients {
+ public:
+  waiting_clients(redis_server& server, client& admin, const std::string& name, int n) {
+    for (int i = 0; i < n; ++i) {
+      clients_.push_back(std::make_unique<client>(server.url()));
+      threads_.emplace_back([this, i, name] {
+        mutex m = clients_[i]->get_lock(name);
+        m.lock();
+        {
+          std::lock_guard lock(order_mutex_);
+          order_.push_back(i);
+        }
+        m.unlock();
+      });
+      if (!eventually([&] { return line_length(admin, name) == i + 1; })) {
+        ADD_FAILURE() << "client " << i << " never stood in the line";
+      }
+    }
+  }
+  ~waiting_clients() { join(); }
+  // Every waiter made its two attempts: the one that found the lock held and the one a fresh
+  // subscription asks for (a message may have been missed before it).
+  bool settled() {
+    return std::all_of(clients_.begin(), clients_.end(),
+                       [](const auto& c) { return c->lock_metrics().attempts == 2; });
+  }
+  std::vector<int> join() {
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+    std::lock_guard lock(order_mutex_);
+    return order_;
+  }
+
+ private:
+  std::vector<std::unique_ptr<client>> clients_;
+  std::vector<std::thread> threads_;
+  std::mutex order_mutex_;
+  std::vector<int> order_;
+};
+
+TEST(WaitLine, ClientsAreCalledInTheOrderTheyBeganToWait) {
+  redis_server server;
+  client admin{server.url()};
+  const std::string name = unique_key("line");
+  mutex held = admin.get_lock(name);
+  held.lock();
+  waiting_clients waiting(server, admin, name, 4);
+  // Every waiter has subscribed, so no wake id is published before its client listens.
+  ASSERT_TRUE(eventually([&] { return held.status().subscribers == 4; }));
+  held.unlock();
+  EXPECT_EQ(waiting.join(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(line_length(admin, name), 0) << "a client stayed in line after its turn";
+}
+
+TEST(WaitLine, AnUnlockSendsAnAttemptOnlyFromTheClientItCalls) {
+  redis_server server;
+  client admin{server.url()};
+  const std::string name = unique_key("line");
+  mutex held = admin.get_lock(name);
+  held.lock();
+  constexpr int clients = 4;
+  waiting_clients waiting(server, admin, name, clients);
+  ASSERT_TRUE(eventually([&] { return waiting.settled(); }));
+  admin.command({"CONFIG", "RESETSTAT"});
+  held.unlock();
+  ASSERT_EQ(waiting.join().size(), std::size_t{clients});
+  // One release here, then per client one attempt that takes the lock and one release. Waking
+  // one waiter in every client per unlock would add 3 + 2 + 1 failed attempts.
+  // unlock() does not wait for its release to arrive: wait for the last one.
+  constexpr std::uint64_t expected = 1u + 2u * clients;
+  EXPECT_TRUE(eventually([&] { return script_calls(admin) >= expected; }));
+  EXPECT_EQ(script_calls(admin), expected);
+}
+
+TEST(WaitLine, AClientThatGivesUpLeavesTheLineAndTheNextIsCalled) {
+  redis_server server;
+  client admin{server.url()}, quitter{server.url()}, patient{server.url()};
+  const std::string name = unique_key("line");
+  mutex held = admin.get_lock(name);
+  held.lock();
+  auto gave_up =
+      std::async(std::launch::async, [&] { return quitter.get_lock(name).try_lock_for(500ms); });
+  ASSERT_TRUE(eventually([&] { return line_length(admin, name) == 1; }));
+  std::promise<std::chrono::steady_clock::time_point> acquired_at;
+  std::thread next([&] {
+    mutex m = patient.get_lock(name);
+    m.lock();
+    acquired_at.set_value(std::chrono::steady_clock::now());
+    m.unlock();
+  });
+  ASSERT_TRUE(eventually([&] { return line_length(admin, name) == 2; }));
+  EXPECT_FALSE(gave_up.get());
+  EXPECT_TRUE(eventually([&] { return line_length(admin, name) == 1; }))
+      << "the client that gave up stayed in line";
+  ASSERT_TRUE(eventually([&] { return held.status().subscribers == 1; }));
+  const auto released_at = std::chrono::steady_clock::now();
+  held.unlock();
+  auto f = acquired_at.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  // Called at once, not after a reservation for the client that left ran out.
+  EXPECT_LT(f.get() - released_at, timing_slack);
+  next.join();
+}
+
+}  // namespace
+}  // namespace dlock
