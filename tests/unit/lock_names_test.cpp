@@ -108,7 +108,31 @@ TEST(LockNames, EveryCaseSharesTheNamesSlot) {
     EXPECT_EQ(hash_slot(unlock_channel(name)), slot) << name << " -> " << unlock_channel(name);
     EXPECT_EQ(hash_slot(fence_key(name)), slot) << name << " -> " << fence_key(name);
     EXPECT_EQ(hash_slot(derived_key("p", name, "suffix")), slot) << name;
+    for (const std::string& key :
+         {wait_line_key(name), wait_line_deadlines_key(name), reservation_key(name)})
+      EXPECT_EQ(hash_slot(key), slot) << name << " -> " << key;
   }
+}
+
+// The wait line and the reservation are one name's own: "q" and "{q}" must not share a line.
+TEST(LockNames, WaitLineKeysAreOneToOne) {
+  EXPECT_EQ(wait_line_key("anyLock"), "dlock:line:{anyLock}");
+  EXPECT_NE(wait_line_key("q"), wait_line_key("{q}"));
+  EXPECT_NE(reservation_key("q"), reservation_key("{q}"));
+  EXPECT_NE(wait_line_key("q"), wait_line_deadlines_key("q"));
+}
+
+TEST(LockNames, WakeIdsAreNumbersRedissonIgnores) {
+  const std::string id = wake_id("0123456789abcdef0123456789abcdef:7");
+  EXPECT_EQ(id, std::to_string(0x0123456789abcULL + 2));
+  EXPECT_TRUE(is_wake_id(id));
+  EXPECT_EQ(wake_id("0000000000000000ffffffffffffffff:1"), "2");  // never 0 or 1
+  EXPECT_EQ(wake_id("fffffffffffff000ffffffffffffffff:1"), std::to_string((1ULL << 52) + 1));
+  EXPECT_FALSE(is_wake_id("0"));
+  EXPECT_FALSE(is_wake_id("1"));
+  EXPECT_FALSE(is_wake_id(""));
+  EXPECT_FALSE(is_wake_id("-5"));
+  EXPECT_TRUE(is_wake_id("2"));
 }
 
 TEST(LockNames, SuffixFollowsTheKey) {
