@@ -32,6 +32,7 @@
 #include "dlock/error.hpp"
 #include "dlock/script.hpp"
 #include "locks/names.hpp"
+#include "locks/types/wait_line.hpp"
 #include "quorum/fan_out.hpp"
 
 namespace dlock {
@@ -42,11 +43,11 @@ using clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 const script& lock_script() {
-  static const script s{std::string(scripts::plain_lock)};
+  static const script s{locks::with_wait_line(scripts::plain_lock)};
   return s;
 }
 const script& unlock_script() {
-  static const script s{std::string(scripts::plain_unlock)};
+  static const script s{locks::with_wait_line(scripts::plain_unlock)};
   return s;
 }
 const script& renew_script() {

@@ -10,6 +10,7 @@
 #include "dlock/client.hpp"
 #include "dlock/embedded_scripts.hpp"
 #include "locks/names.hpp"
+#include "locks/types/wait_line.hpp"
 #include "support/redis_fixture.hpp"
 
 namespace dlock {
@@ -30,8 +31,10 @@ class PlainScriptsTest : public ::testing::Test {
  protected:
   redis_server server;
   client c{server.url()};
-  const script lock_script{std::string(scripts::plain_lock)};
-  const script unlock_script{std::string(scripts::plain_unlock)};
+  // As the protocol and Redlock send them: wait_line.lua's functions in front. These tests call
+  // them as Redlock does (no wait line) unless they say otherwise.
+  const script lock_script{locks::with_wait_line(scripts::plain_lock)};
+  const script unlock_script{locks::with_wait_line(scripts::plain_unlock)};
   const script renew_script{std::string(scripts::plain_renew)};
   const script status_script{std::string(scripts::plain_status)};
   const script force_script{std::string(scripts::plain_force_unlock)};
@@ -153,6 +156,35 @@ TEST_F(PlainScriptsTest, ReleaseDeletesOnlyItsOwnValueAndPublishes) {
   std::unique_lock g(m);
   ASSERT_TRUE(cv.wait_for(g, 5s, [&] { return messages.size() >= 2; }));
   EXPECT_EQ(messages[1], "0");
+}
+
+// dlock::plain_lock passes the wait line (as the reentrant lock does, lock_scripts_test.cpp): the
+// release reserves the key for the first client in line and calls it by its id before the "0".
+TEST_F(PlainScriptsTest, WithAWaitLineTheReleaseReservesTheLockForTheFirstClientInLine) {
+  const std::string line = locks::wait_line_key(name);
+  const std::string deadlines = locks::wait_line_deadlines_key(name);
+  const std::string reserved = locks::reservation_key(name);
+  const auto lock_in_line = [&](const std::string& owner, std::string_view id) {
+    return c.eval(lock_script, {name, fence, line, deadlines, reserved},
+                  {lease_ms, owner, "", "0", id, "1", "l", "3000"});
+  };
+  const reply held = lock_in_line(owner_a, "1001");
+  ASSERT_EQ(held.elements.at(0).integer, 1);
+  EXPECT_EQ(lock_in_line(owner_b, "1002").elements.at(0).integer, 0);
+  EXPECT_EQ(c.command({"ZRANGE", line, "0", "-1"}).elements.at(0).str, "1002");
+  EXPECT_EQ(c.eval(unlock_script, {name, channel, line, deadlines, reserved},
+                   {owner_a + ":" + std::to_string(held.elements.at(1).integer), "publish", "5000"})
+                .integer,
+            1);
+  EXPECT_EQ(c.command({"GET", reserved}).str, "1002");
+  const reply refused = lock(std::string(32, 'c') + ":1");  // outside the line (as Redlock)
+  EXPECT_EQ(refused.elements.at(0).integer, 1) << "Redlock's form ignores the line";
+  c.command({"DEL", name});
+  const reply other = lock_in_line(std::string(32, 'd') + ":1", "1003");
+  EXPECT_EQ(other.elements.at(0).integer, 0);
+  EXPECT_EQ(other.elements.at(2).integer, 1) << "a reservation is a dlock holder's: it publishes";
+  EXPECT_EQ(lock_in_line(owner_b, "1002").elements.at(0).integer, 1);
+  EXPECT_EQ(c.command({"EXISTS", reserved}).integer, 0);
 }
 
 TEST_F(PlainScriptsTest, RenewExtendsOnlyMatchingValuesAndChecksWithZero) {

@@ -42,10 +42,19 @@ std::uint64_t script_calls(client& admin) {
 // releases it at once. Each starts waiting only once the one before stands in the line.
 class waiting_clients {
  public:
-  waiting_clients(redis_server& server, client& admin, const std::string& name, int n) {
+  // `plain`: dlock::plain_lock instead of dlock::mutex.
+  waiting_clients(redis_server& server, client& admin, const std::string& name, int n,
+                  bool plain = false) {
     for (int i = 0; i < n; ++i) {
       clients_.push_back(std::make_unique<client>(server.url()));
-      threads_.emplace_back([this, i, name] {
+      threads_.emplace_back([this, i, name, plain] {
+        if (plain) {
+          plain_lock m = clients_[i]->get_plain_lock(name);
+          m.lock();
+          record(i);
+          m.unlock();
+          return;
+        }
         mutex m = clients_[i]->get_lock(name);
         m.lock();
         {
@@ -74,6 +83,11 @@ class waiting_clients {
   }
 
  private:
+  void record(int i) {
+    std::lock_guard lock(order_mutex_);
+    order_.push_back(i);
+  }
+
   std::vector<std::unique_ptr<client>> clients_;
   std::vector<std::thread> threads_;
   std::mutex order_mutex_;
@@ -88,6 +102,19 @@ TEST(WaitLine, ClientsAreCalledInTheOrderTheyBeganToWait) {
   held.lock();
   waiting_clients waiting(server, admin, name, 4);
   // Every waiter has subscribed, so no wake id is published before its client listens.
+  ASSERT_TRUE(eventually([&] { return held.status().subscribers == 4; }));
+  held.unlock();
+  EXPECT_EQ(waiting.join(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(line_length(admin, name), 0) << "a client stayed in line after its turn";
+}
+
+TEST(WaitLine, PlainLockClientsAreCalledInTheOrderTheyBeganToWait) {
+  redis_server server;
+  client admin{server.url()};
+  const std::string name = unique_key("line");
+  plain_lock held = admin.get_plain_lock(name);
+  held.lock();
+  waiting_clients waiting(server, admin, name, 4, /*plain=*/true);
   ASSERT_TRUE(eventually([&] { return held.status().subscribers == 4; }));
   held.unlock();
   EXPECT_EQ(waiting.join(), (std::vector<int>{0, 1, 2, 3}));

@@ -12,6 +12,12 @@
 -- KEYS[2] the fencing counter    ARGV[2] this holder's owner, "<client id>:<owner key>"
 --                                ARGV[3] the nonce; "" to use the new fencing token
 --                                ARGV[4] "1" if the client knows this owner holds the lock
+-- With a wait line of clients (dlock::plain_lock; wait_line.lua is put in front; Redlock passes
+-- neither these keys nor these arguments), as reentrant_lock.lua has it:
+-- KEYS[3] the wait line          ARGV[5] the client's wake id
+-- KEYS[4] the line's deadlines   ARGV[6] "1": the caller waits if this attempt fails
+-- KEYS[5] the reservation        ARGV[7] after taking the lock: "r" back to the tail, "l" leave
+--                                ARGV[8] how long a client stays in line without attempting (ms)
 --
 -- A value of this owner that the client does not know of (an acquisition whose reply was lost,
 -- or a release that never arrived) is taken over as a fresh hold. One the client does know of is
@@ -20,10 +26,20 @@
 -- Returns {1, token}             acquired: token strictly greater than every earlier one
 --         {0, pttl, dlock}       held by someone else: ms until its lease ends (-1: no TTL);
 --                                dlock = 1 when the holder is a dlock client (its release
---                                publishes), 0 for a foreign holder (poll for its release)
+--                                publishes), 0 for a foreign holder (poll for its release); or
+--                                free but reserved for another client: its time left, dlock = 1
 --         {2}                    the client knows this owner already holds it
 local counter_ttl_ms = 86400000
 local dlock_value = '^' .. string.rep('%x', 32) .. ':%d+:%w+$'
+
+local lined = #KEYS >= 5 and ARGV[5] ~= nil and ARGV[5] ~= ''
+
+local function refused(pttl, dlock)
+  if lined and ARGV[6] == '1' then
+    line_join(KEYS[3], KEYS[4], ARGV[5], tonumber(ARGV[8]))
+  end
+  return {0, pttl, dlock}
+end
 
 local holder = redis.call('get', KEYS[1])
 if holder then
@@ -36,7 +52,15 @@ if holder then
     if string.find(holder, dlock_value) then
       dlock = 1
     end
-    return {0, redis.call('pttl', KEYS[1]), dlock}
+    return refused(redis.call('pttl', KEYS[1]), dlock)
+  end
+elseif #KEYS >= 5 then
+  local reserved = redis.call('get', KEYS[5])
+  if reserved and reserved ~= ARGV[5] then
+    return refused(redis.call('pttl', KEYS[5]), 1)
+  end
+  if reserved then
+    redis.call('del', KEYS[5])
   end
 end
 
@@ -53,4 +77,9 @@ if nonce == '' then
   nonce = text
 end
 redis.call('set', KEYS[1], ARGV[2] .. ':' .. nonce, 'px', ARGV[1])
+if lined and ARGV[7] == 'r' then
+  line_requeue(KEYS[3], KEYS[4], ARGV[5], tonumber(ARGV[8]))
+elseif lined and ARGV[7] == 'l' then
+  line_leave(KEYS[3], KEYS[4], ARGV[5])
+end
 return {1, token}

@@ -6,6 +6,7 @@
 #include "dlock/embedded_scripts.hpp"
 #include "dlock/error.hpp"
 #include "locks/names.hpp"
+#include "locks/types/wait_line.hpp"
 
 namespace dlock::locks {
 namespace {
@@ -43,8 +44,9 @@ std::string plain_lock_value(std::string_view owner, std::uint64_t token) {
 }
 
 plain_protocol::plain_protocol()
-    : lock_(std::string(scripts::plain_lock)),
-      unlock_(std::string(scripts::plain_unlock)),
+    : lock_(with_wait_line(scripts::plain_lock)),
+      unlock_(with_wait_line(scripts::plain_unlock)),
+      leave_line_(with_wait_line(scripts::leave_wait_line)),
       renew_(std::string(scripts::plain_renew)),
       force_(std::string(scripts::plain_force_unlock)),
       status_(std::string(scripts::plain_status)) {}
@@ -56,10 +58,26 @@ std::string plain_protocol::wake_channel(std::string_view name) const {
 script_call plain_protocol::attempt(const attempt_request& request) const {
   // The nonce is "": the script uses the new fencing token, so the value is never reused and a
   // release carrying the hold's token is exact.
-  return {
-      &lock_,
-      {std::string(request.name), fence_key(request.name)},
-      {ms_arg(request.lease), std::string(request.owner), "", request.known_holds > 0 ? "1" : "0"}};
+  const std::string_view after = request.others_waiting ? "r" : request.in_line ? "l" : "";
+  return {&lock_,
+          {std::string(request.name), fence_key(request.name), wait_line_key(request.name),
+           wait_line_deadlines_key(request.name), reservation_key(request.name)},
+          {ms_arg(request.lease), std::string(request.owner), "",
+           request.known_holds > 0 ? "1" : "0", wake_id(request.owner),
+           request.may_wait ? "1" : "0", std::string(after), ms_arg(line_lifetime)}};
+}
+
+std::chrono::milliseconds plain_protocol::wait_refresh() const {
+  return line_refresh;
+}
+
+std::optional<script_call> plain_protocol::leave_line(std::string_view name,
+                                                      std::string_view owner) const {
+  return script_call{&leave_line_,
+                     {std::string(name), plain_unlock_channel(name), wait_line_key(name),
+                      wait_line_deadlines_key(name), reservation_key(name)},
+                     {wake_id(owner), "publish", ms_arg(reservation_grace), "0"},
+                     1};
 }
 
 attempt_outcome plain_protocol::read_attempt(const reply& r) const {
@@ -92,8 +110,9 @@ script_call plain_protocol::release(const release_request& request) const {
   // A token of 0 (an orphan: the attempt's reply, and so its token, was lost) matches no value:
   // that hold ends with its lease.
   return {&unlock_,
-          {request.name, plain_unlock_channel(request.name)},
-          {plain_lock_value(request.owner, request.token), "publish"},
+          {request.name, plain_unlock_channel(request.name), wait_line_key(request.name),
+           wait_line_deadlines_key(request.name), reservation_key(request.name)},
+          {plain_lock_value(request.owner, request.token), "publish", ms_arg(reservation_grace)},
           1};
 }
 
@@ -181,8 +200,12 @@ lock_status plain_protocol::read_status(std::string_view name, const reply& r) c
 }
 
 std::vector<std::string_view> plain_protocol::scripts() const {
-  return {scripts::plain_lock, scripts::plain_unlock, scripts::plain_renew,
-          scripts::plain_force_unlock, scripts::plain_status};
+  return {lock_.source(),
+          unlock_.source(),
+          leave_line_.source(),
+          scripts::plain_renew,
+          scripts::plain_force_unlock,
+          scripts::plain_status};
 }
 
 }  // namespace dlock::locks

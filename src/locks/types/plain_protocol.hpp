@@ -5,8 +5,10 @@
 // compare-and-delete, so those clients and dlock exclude each other on the same key. dlock's value
 // is "<client id>:<owner key>:<fencing token>"; releases are announced with "0" on
 // "dlock:plain_unlock:{name}" (foreign clients announce nothing: their waiters re-check, see
-// attempt_outcome::holder_publishes). Not reentrant. The scripts are
-// src/locks/scripts/plain_*.lua, shared with Redlock (do not change their interfaces).
+// attempt_outcome::holder_publishes). Not reentrant. Waiting dlock clients stand in a wait line,
+// as the reentrant lock's (docs/design/contention.md). The scripts are
+// src/locks/scripts/plain_*.lua, shared with Redlock (which passes no wait line: keep its
+// interface).
 #pragma once
 
 #include "locks/engine/lock_protocol.hpp"
@@ -20,6 +22,10 @@ class plain_protocol final : public lock_protocol {
   std::string_view kind() const noexcept override { return "plain"; }
   bool reentrant() const noexcept override { return false; }
   std::string wake_channel(std::string_view name) const override;
+  bool wakes_by_line() const noexcept override { return true; }
+  std::chrono::milliseconds wait_refresh() const override;
+  std::optional<script_call> leave_line(std::string_view name,
+                                        std::string_view owner) const override;
   script_call attempt(const attempt_request& request) const override;
   attempt_outcome read_attempt(const reply& r) const override;
   script_call release(const release_request& request) const override;
@@ -36,6 +42,7 @@ class plain_protocol final : public lock_protocol {
  private:
   const script lock_;
   const script unlock_;
+  const script leave_line_;
   const script renew_;
   const script force_;
   const script status_;

@@ -3,24 +3,13 @@
 #include "dlock/embedded_scripts.hpp"
 #include "dlock/error.hpp"
 #include "locks/names.hpp"
+#include "locks/types/wait_line.hpp"
 
 namespace dlock::locks {
 namespace {
 
 // What Redisson publishes on unlock; its waiters and ours both understand it.
 constexpr std::string_view unlock_message = "0";
-
-// The wait line (docs/design/contention.md): a client stays in it for line_lifetime after its
-// latest attempt; its first waiter attempts at least every line_refresh to stay; a freed lock is
-// held back for the woken client for reservation_grace.
-constexpr std::chrono::milliseconds line_lifetime{3000};
-constexpr std::chrono::milliseconds line_refresh{1000};
-constexpr std::chrono::milliseconds reservation_grace{200};
-
-// A script that uses the wait line: its source with wait_line.lua's functions in front.
-std::string with_wait_line(std::string_view body) {
-  return std::string(scripts::wait_line).append("\n").append(body);
-}
 
 std::string ms_arg(std::chrono::milliseconds d) {
   return std::to_string(d.count());
