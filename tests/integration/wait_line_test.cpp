@@ -94,13 +94,15 @@ class waiting_clients {
   std::vector<int> order_;
 };
 
-TEST(WaitLine, ClientsAreCalledInTheOrderTheyBeganToWait) {
+// A holder of `Lock` (dlock::mutex or dlock::plain_lock) releases with 4 clients in line.
+template <class Lock>
+void expect_called_in_order(Lock (client::*get)(std::string), bool plain) {
   redis_server server;
   client admin{server.url()};
   const std::string name = unique_key("line");
-  mutex held = admin.get_lock(name);
+  Lock held = (admin.*get)(name);
   held.lock();
-  waiting_clients waiting(server, admin, name, 4);
+  waiting_clients waiting(server, admin, name, 4, plain);
   // Every waiter has subscribed, so no wake id is published before its client listens.
   ASSERT_TRUE(eventually([&] { return held.status().subscribers == 4; }));
   held.unlock();
@@ -108,17 +110,12 @@ TEST(WaitLine, ClientsAreCalledInTheOrderTheyBeganToWait) {
   EXPECT_EQ(line_length(admin, name), 0) << "a client stayed in line after its turn";
 }
 
+TEST(WaitLine, ClientsAreCalledInTheOrderTheyBeganToWait) {
+  expect_called_in_order<mutex>(&client::get_lock, false);
+}
+
 TEST(WaitLine, PlainLockClientsAreCalledInTheOrderTheyBeganToWait) {
-  redis_server server;
-  client admin{server.url()};
-  const std::string name = unique_key("line");
-  plain_lock held = admin.get_plain_lock(name);
-  held.lock();
-  waiting_clients waiting(server, admin, name, 4, /*plain=*/true);
-  ASSERT_TRUE(eventually([&] { return held.status().subscribers == 4; }));
-  held.unlock();
-  EXPECT_EQ(waiting.join(), (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(line_length(admin, name), 0) << "a client stayed in line after its turn";
+  expect_called_in_order<plain_lock>(&client::get_plain_lock, true);
 }
 
 TEST(WaitLine, AnUnlockSendsAnAttemptOnlyFromTheClientItCalls) {
