@@ -7,6 +7,7 @@
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/plain_lock.hpp"
+#include "dlock/semaphore.hpp"
 #include "dlock/redlock.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
