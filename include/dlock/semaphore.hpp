@@ -56,6 +56,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -65,6 +66,7 @@
 #include "dlock/lock_lease.hpp"
 #include "dlock/lock_options.hpp"
 #include "dlock/lock_status.hpp"
+#include "dlock/mutex.hpp"
 
 namespace dlock {
 
@@ -75,8 +77,10 @@ class permit {
  public:
   // An empty permit: holds nothing (what a timed-out try_acquire_permit_for() returns).
   permit() noexcept = default;
-  // For dlock's internals: semaphore::acquire_permit() makes permits.
-  permit(lock_lease lease, std::string id) noexcept : lease_(std::move(lease)), id_(std::move(id)) {}
+  // The permit that a lease from semaphore::async_acquire() holds; empty for an empty lease.
+  explicit permit(lock_lease lease);
+  // The permit id of a lease from semaphore::async_acquire() ("" for an empty lease; no I/O).
+  static std::string id_of(const lock_lease& lease);
   permit(permit&&) noexcept = default;
   // Releases the permit this one had (as release()), then takes `other`'s.
   permit& operator=(permit&& other) noexcept = default;
@@ -196,6 +200,13 @@ class semaphore {
     const auto explicit_lease = lease.value();
     return permit_for(to_steady(wait), &explicit_lease);
   }
+
+  // semaphore::async_acquire(options)
+  // Acquires a permit without blocking the caller, as mutex::async_acquire(): the future holds a
+  // lock_lease that is the permit (an empty one when the wait ran out; dlock::permit(lease) gives
+  // its id), or the failure as a dlock::error. Throws errc::invalid_argument for a lease or wait
+  // that is not valid (before any I/O).
+  std::future<lock_lease> async_acquire(const acquire_options& options);
 
   // semaphore::release(id)
   // Gives back the permit `id` (32 hex digits), whoever holds it: this process, another one, or

@@ -19,6 +19,15 @@ locks::clock::time_point deadline_for(semaphore::steady_clock::duration wait) {
 
 }  // namespace
 
+permit::permit(lock_lease lease) {
+  id_ = id_of(lease);
+  lease_ = std::move(lease);
+}
+
+std::string permit::id_of(const lock_lease& lease) {
+  return lease ? locks::permit_id(lease.owner_id()) : std::string();
+}
+
 void semaphore::acquire() {
   (void)acquire_for(steady_clock::duration::max(), nullptr);
 }
@@ -68,14 +77,18 @@ permit semaphore::try_acquire_permit() {
 }
 
 permit semaphore::permit_for(steady_clock::duration wait, const std::chrono::milliseconds* lease) {
-  // The asynchronous path makes each permit its own owner; waiting here for it from the I/O
-  // thread would wait for itself.
+  // Waiting here from the I/O thread would wait for itself.
   state_->engine->io().check_not_io_thread();
   acquire_options options;
   if (wait != steady_clock::duration::max()) {
     options.wait = std::chrono::ceil<std::chrono::milliseconds>(wait);
   }
   if (lease != nullptr) options.lease = *lease;
+  return permit(async_acquire(options).get());
+}
+
+std::future<lock_lease> semaphore::async_acquire(const acquire_options& options) {
+  // Each acquisition is its own owner, so one thread may hold many permits this way.
   auto promise = std::make_shared<std::promise<lock_lease>>();
   auto future = promise->get_future();
   state_->engine->async_acquire(
@@ -87,10 +100,7 @@ permit semaphore::permit_for(steady_clock::duration wait, const std::chrono::mil
           promise->set_value(std::move(got));
         }
       });
-  lock_lease held = future.get();
-  if (!held) return {};
-  std::string id = locks::permit_id(held.owner_id());
-  return permit(std::move(held), std::move(id));
+  return future;
 }
 
 void semaphore::release(std::string_view id) {
