@@ -211,10 +211,11 @@ class semaphore {
   // semaphore::release(id)
   // Gives back the permit `id` (32 hex digits), whoever holds it: this process, another one, or
   // a Redisson client. Its holder, here as anywhere, finds it lost at its next renewal (within a
-  // third of the watchdog lease; an explicit lease at its end). Throws errc::not_owner when no permit `id` is held (never
-  // taken, released already, or given back after its lease), errc::lock_lost when it was held but
-  // its lease had run out (it is given back now), errc::invalid_argument for an id that is not 32
-  // hex digits, errc::wrong_type for a name of another kind, and dlock::error on I/O failure.
+  // third of the watchdog lease; an explicit lease at its end). Throws errc::not_owner when no
+  // permit `id` is held (never taken, released already, or given back after its lease),
+  // errc::lock_lost when it was held but its lease had run out (it is given back now),
+  // errc::invalid_argument for an id that is not 32 hex digits, errc::wrong_type for a name of
+  // another kind, and dlock::error on I/O failure.
   void release(std::string_view id);
 
   // --- the count --------------------------------------------------------------------------------

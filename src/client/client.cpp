@@ -274,8 +274,8 @@ semaphore client::get_semaphore(std::string name, std::int64_t permits) {
     throw error(errc::invalid_argument,
                 "a semaphore's permits cannot be negative: " + std::to_string(permits));
   }
-  return semaphore(std::make_shared<semaphore::impl>(impl_->locks, semaphore_for(permits),
-                                                     std::move(name)));
+  return semaphore(
+      std::make_shared<semaphore::impl>(impl_->locks, semaphore_for(permits), std::move(name)));
 }
 
 subscription client::subscribe(const std::string& channel,

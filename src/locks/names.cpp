@@ -96,8 +96,12 @@ std::string suffix_key(std::string_view name, std::string_view suffix) {
   if (name.find('}') == std::string_view::npos) {
     return key.append("{").append(name).append("}:").append(suffix);
   }
-  return key.append("{").append(slot_tag(slot)).append("}:").append(name).append(":").append(
-      suffix);
+  return key.append("{")
+      .append(slot_tag(slot))
+      .append("}:")
+      .append(name)
+      .append(":")
+      .append(suffix);
 }
 
 std::string fence_key(std::string_view name) {

@@ -141,10 +141,10 @@ bool still_held(const dlock::mutex& m, const std::optional<dlock::plain_lock>& p
                 const lock_lease& lease) {
   try {
     const lock_status s = sem ? sem->status() : plain ? plain->status() : m.status();
-    const std::string owner =
-        sem     ? permit_id
-        : plain ? lease.owner_id() + ":" + std::to_string(lease.fencing_token())
-                : lease.owner_id();
+    const std::string owner = sem ? permit_id
+                              : plain
+                                  ? lease.owner_id() + ":" + std::to_string(lease.fencing_token())
+                                  : lease.owner_id();
     return std::any_of(s.holders.begin(), s.holders.end(),
                        [&](const lock_holder& h) { return h.owner == owner; });
   } catch (const dlock::error& e) {
@@ -455,7 +455,8 @@ int run_exec(const exec_options& o) {
 
     // Renewals notice a lost hold only every third of the lease, so a lock deleted or taken since
     // the last one would go unnoticed: one look at the lock before releasing it closes that gap.
-    if (!lost && !still_held(m, plain, sem, permit_id, lease)) report_lost(", noticed when it ended");
+    if (!lost && !still_held(m, plain, sem, permit_id, lease))
+      report_lost(", noticed when it ended");
     // The hold may also have been reported lost just now, with the pipe not yet read.
     if (lease.release() == errc::lock_lost && !lost) report_lost("");
     if (lost) {

@@ -43,10 +43,10 @@ std::string to_json(const std::string& name, lock_kind kind, const lock_status& 
                    : fmt::format(R"({{"owner":{},"count":{}}})", json_quote(h.owner), h.count);
   }
   if (kind == lock_kind::semaphore) {
-    return fmt::format(
-        R"({{"name":{},"permits_available":{},"permits_total":{},"holders":[{}],)"
-        R"("waiting_clients":{},"kind":"semaphore"}})",
-        json_quote(name), s.permits_available, s.permits_total, holders, s.subscribers);
+    return fmt::format(R"({{"name":{},"permits_available":{},"permits_total":{},"holders":[{}],)"
+                       R"("waiting_clients":{},"kind":"semaphore"}})",
+                       json_quote(name), s.permits_available, s.permits_total, holders,
+                       s.subscribers);
   }
   return fmt::format(
       R"({{"name":{},"locked":{},"holders":[{}],"remaining_ttl_ms":{},"last_fencing_token":{},)"

@@ -111,7 +111,8 @@ void semaphore::release(std::string_view id) {
   std::string lower(id);
   for (char& ch : lower)
     ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  const reply r = state_->engine->run_script(state_->protocol.release_by_id(state_->lock.name, lower));
+  const reply r =
+      state_->engine->run_script(state_->protocol.release_by_id(state_->lock.name, lower));
   switch (state_->protocol.read_release_by_id(state_->lock.name, r)) {
     case 1:
       return;

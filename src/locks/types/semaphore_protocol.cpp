@@ -30,8 +30,8 @@ std::string other_kind(const std::string& what) {
 }
 
 [[noreturn]] void not_a_semaphore(std::string_view name, const std::string& what) {
-  throw error(errc::wrong_type, "the key '" + printable_name(name) + "' holds " +
-                                    other_kind(what) + ", not a semaphore");
+  throw error(errc::wrong_type, "the key '" + printable_name(name) + "' holds " + other_kind(what) +
+                                    ", not a semaphore");
 }
 
 // {-1, what}: a key of another kind (semaphore_*.lua).
@@ -119,8 +119,8 @@ attempt_outcome semaphore_protocol::read_attempt(const reply& r) const {
       return out;
     case -1:
       if (r.elements.size() == 2) {
-        throw error(errc::wrong_type, "the key holds " + other_kind(r.elements[1].str) +
-                                          ", not a semaphore");
+        throw error(errc::wrong_type,
+                    "the key holds " + other_kind(r.elements[1].str) + ", not a semaphore");
       }
       break;
     default:
@@ -217,8 +217,8 @@ lock_status semaphore_protocol::read_status(std::string_view name, const reply& 
   s.remaining_ttl = std::chrono::milliseconds(r.elements[2].integer);
   const std::string& count = r.elements[1].str;
   if (type == "string") {
-    const auto [ptr, ec] = std::from_chars(count.data(), count.data() + count.size(),
-                                           s.permits_available);
+    const auto [ptr, ec] =
+        std::from_chars(count.data(), count.data() + count.size(), s.permits_available);
     if (ec != std::errc{} || ptr != count.data() + count.size()) {
       not_a_semaphore(name, "a string that is not a count");
     }
@@ -241,8 +241,7 @@ lock_status semaphore_protocol::read_status(std::string_view name, const reply& 
 
 std::vector<std::string_view> semaphore_protocol::scripts() const {
   return {scripts::semaphore_acquire, scripts::semaphore_release, scripts::semaphore_renew,
-          scripts::semaphore_permits, scripts::semaphore_status,
-          scripts::semaphore_force_release};
+          scripts::semaphore_permits, scripts::semaphore_status,  scripts::semaphore_force_release};
 }
 
 }  // namespace dlock::locks

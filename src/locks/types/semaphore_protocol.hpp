@@ -13,8 +13,8 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 
 #include "locks/engine/lock_protocol.hpp"
 
