@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -191,6 +192,10 @@ TEST(Semaphore, AWaiterWakesOnAReleaseLongBeforeTheLeaseEnds) {
   const auto acquired_at = got.get_future().get();
   ASSERT_NE(acquired_at, steady_clock::time_point::min()) << "the waiter timed out";
   EXPECT_LT(acquired_at - released_at, wake_bound);
+  std::printf("release to waiter holding: %lld us\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::microseconds>(acquired_at - released_at)
+                      .count()));
 }
 
 TEST(Semaphore, AddPermitsWakesAsManyWaitersAndANegativeChangeHoldsNewcomersBack) {
@@ -354,6 +359,9 @@ TEST(SemaphoreProcesses, AHolderKilledWithSigkillGivesItsPermitBackWithinItsLeas
   EXPECT_LE(took, lease + timing_slack);
   // It stayed taken until its lease ran out (the last renewal left at least 2/3 of it).
   EXPECT_GE(took, lease / 2);
+  std::printf(
+      "SIGKILL to permit back (lease %lld ms): %lld ms\n", static_cast<long long>(lease.count()),
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   s.release();
 }
 
