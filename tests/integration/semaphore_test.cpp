@@ -409,6 +409,23 @@ TEST(SemaphoreCli, ExecHoldsOnePermitWhileTheCommandRuns) {
   EXPECT_EQ(c.get_semaphore(name, 2).available_permits(), 2);
 }
 
+TEST(SemaphoreCli, ForceUnlockGivesEveryPermitBackAndDataIsRefused) {
+  redis_server server;
+  const std::string name = unique_key("s"), data = unique_key("data");
+  client c{server.url()};
+  semaphore s = c.get_semaphore(name, 2);
+  permit p = s.acquire_permit();
+  const tools::command_result r =
+      tools::run_command({DLOCK_CLI, "--redis", server.url(), "unlock", "--force", name}, 30s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(s.available_permits(), 2);
+  (void)c.command({"SET", data, "not a count"});
+  const tools::command_result refused =
+      tools::run_command({DLOCK_CLI, "--redis", server.url(), "unlock", "--force", data}, 30s);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_EQ(c.command({"GET", data}).str, "not a count");
+}
+
 TEST(SemaphoreCli, ExecWithoutAFreePermitFailsWithTheConflictCode) {
   redis_server server;
   const std::string name = unique_key("s");

@@ -175,7 +175,19 @@ int run_force_unlock(const std::string& redis_url, const std::string& name) {
     } catch (const dlock::error& e) {
       // A string: a plain lock (deleted) or data (refused by the library as well).
       if (e.code() != errc::wrong_type || redis.command({"TYPE", name}).str != "string") throw;
-      released = redis.get_plain_lock(name).force_unlock();
+      try {
+        released = redis.get_plain_lock(name).force_unlock();
+      } catch (const dlock::error& plain_error) {
+        // A string without a TTL: a semaphore's count (every permit is given back), or data
+        // (refused by the library as well).
+        if (plain_error.code() != errc::wrong_type) throw;
+        try {
+          released = redis.get_semaphore(name, 0).force_release();
+        } catch (const dlock::error& semaphore_error) {
+          if (semaphore_error.code() == errc::wrong_type) throw plain_error;
+          throw;
+        }
+      }
     }
     if (released) {
       fmt::print("lock '{}' released; its waiters were woken\n", shown_name(name));
