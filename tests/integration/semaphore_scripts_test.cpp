@@ -6,6 +6,7 @@
 
 #include <future>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "dlock/dlock.hpp"
@@ -364,6 +365,30 @@ TEST_F(SemaphoreScriptsTest, RedissonReclaimsAnExpiredDlockPermitAndPublishes) {
   EXPECT_EQ(redisson_take(java_id, std::to_string(server_ms() + lease_ms)).str, "OK");
   EXPECT_EQ(listener.wait_for(1), std::vector<std::string>{"1"});
   EXPECT_EQ(raw_to_hex(c.command({"ZRANGE", holders, "0", "-1"}).elements.at(0).str), id_b);
+}
+
+// A Redisson permit without expiry gives a dlock waiter no lease end to wake at: only Redisson's
+// release message can wake it, so a quick acquisition proves the wake-up by message.
+TEST_F(SemaphoreScriptsTest, ARedissonReleaseWakesAWaitingDlockHandle) {
+  const std::string java_id = hex_to_raw("00112233445566778899aabbccddeeff");
+  ASSERT_EQ(permits("try_set", 1).elements.at(0).integer, 1);
+  ASSERT_EQ(redisson_take(java_id, std::string(never_score)).str, "OK");
+  semaphore s = c.get_semaphore(name, 1);
+  std::promise<std::chrono::steady_clock::time_point> got;
+  std::jthread waiter([&] {
+    client other{server.url()};
+    semaphore mine = other.get_semaphore(name, 1);
+    const bool ok = mine.try_acquire_for(20s);
+    got.set_value(ok ? std::chrono::steady_clock::now()
+                     : std::chrono::steady_clock::time_point::min());
+    if (ok) mine.release();
+  });
+  ASSERT_TRUE(test::eventually([&] { return s.status().subscribers == 1; }));
+  const auto released_at = std::chrono::steady_clock::now();
+  EXPECT_EQ(redisson_give_back(java_id), 1);
+  const auto acquired_at = got.get_future().get();
+  ASSERT_NE(acquired_at, std::chrono::steady_clock::time_point::min()) << "never woken";
+  EXPECT_LT(acquired_at - released_at, message_limit);
 }
 
 }  // namespace
