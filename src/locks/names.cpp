@@ -65,24 +65,6 @@ std::string_view slot_tag(std::uint16_t slot) {
   return table[slot].data();
 }
 
-std::string derived_key(std::string_view prefix, std::string_view name, std::string_view suffix) {
-  const std::string_view colon_suffix = suffix.empty() ? "" : ":";
-  // 1. Redisson's form, kept whenever it is right: Redisson clients then share the channel.
-  std::string key = redisson_key(prefix, name).append(colon_suffix).append(suffix);
-  const std::uint16_t slot = core::hash_slot(name);
-  if (core::hash_slot(key) == slot) return key;
-  key.clear();
-  key.append(prefix).append(":{");
-  if (!name.empty() && name.find('}') == std::string_view::npos) {
-    // 2. N has no '}', so N hashes whole and a {N} tag holds exactly N.
-    key.append(name).append("}");
-  } else {
-    // 3. A '}' in N would end a {N} tag early: tag the slot's number instead.
-    key.append(slot_tag(slot)).append("}:").append(name);
-  }
-  return key.append(colon_suffix).append(suffix);
-}
-
 std::string suffix_key(std::string_view name, std::string_view suffix) {
   const std::uint16_t slot = core::hash_slot(name);
   std::string key;
@@ -102,6 +84,24 @@ std::string suffix_key(std::string_view name, std::string_view suffix) {
       .append(name)
       .append(":")
       .append(suffix);
+}
+
+std::string derived_key(std::string_view prefix, std::string_view name, std::string_view suffix) {
+  const std::string_view colon_suffix = suffix.empty() ? "" : ":";
+  // 1. Redisson's form, kept whenever it is right: Redisson clients then share the channel.
+  std::string key = redisson_key(prefix, name).append(colon_suffix).append(suffix);
+  const std::uint16_t slot = core::hash_slot(name);
+  if (core::hash_slot(key) == slot) return key;
+  key.clear();
+  key.append(prefix).append(":{");
+  if (!name.empty() && name.find('}') == std::string_view::npos) {
+    // 2. N has no '}', so N hashes whole and a {N} tag holds exactly N.
+    key.append(name).append("}");
+  } else {
+    // 3. A '}' in N would end a {N} tag early: tag the slot's number instead.
+    key.append(slot_tag(slot)).append("}:").append(name);
+  }
+  return key.append(colon_suffix).append(suffix);
 }
 
 std::string fence_key(std::string_view name) {
