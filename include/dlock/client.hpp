@@ -34,6 +34,7 @@
 #include "dlock/reply.hpp"
 #include "dlock/routing_metrics.hpp"
 #include "dlock/script.hpp"
+#include "dlock/semaphore.hpp"
 #include "dlock/subscription.hpp"
 
 namespace dlock {
@@ -109,6 +110,13 @@ class client {
   // holder's value, as redis-py, redsync and node-redlock keep it; not reentrant. Cheap; sends
   // nothing. Throws dlock::error(errc::invalid_argument) for a name get_lock() refuses.
   plain_lock get_plain_lock(std::string name);
+
+  // client::get_semaphore()
+  // A handle to the semaphore `name` (see dlock/semaphore.hpp), Redisson's permit-expirable
+  // semaphore; its first use creates it with `permits` permits when it does not exist (an
+  // existing count is kept). Cheap; sends nothing. Throws dlock::error(errc::invalid_argument)
+  // for a name get_lock() refuses or a negative count.
+  semaphore get_semaphore(std::string name, std::int64_t permits);
 
   // client::lock_metrics(): counters of this client's locks (no I/O; thread-safe).
   dlock::lock_metrics lock_metrics() const noexcept;

@@ -14,6 +14,8 @@ namespace dlock {
 struct lock_holder {
   std::string owner;        // "<client id>:<thread or lease key>" (Redisson: "<uuid>:<thread id>")
   std::uint64_t count = 0;  // holds (re-entries + 1)
+  // A semaphore permit's lease left, as the server sees it (-1: no expiry, or not a permit).
+  std::chrono::milliseconds lease_left{-1};
 };
 
 // A snapshot of a lock, read atomically from Redis (except `subscribers`, read just after).
@@ -25,6 +27,10 @@ struct lock_status {
   // Connections subscribed to the unlock channel. dlock uses one per client however many of its
   // threads wait, so this counts waiting clients (Redisson: one per waiting JVM), not threads.
   std::uint64_t subscribers = 0;
+  // A semaphore (dlock::semaphore::status()): its permits available now and in all (available +
+  // held); a lock of another kind leaves both 0. Holders are then the permits: owner = permit id.
+  std::int64_t permits_available = 0;
+  std::int64_t permits_total = 0;
 };
 
 }  // namespace dlock

@@ -1,6 +1,8 @@
 #include "dlock/client.hpp"
 
 #include <condition_variable>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -12,6 +14,7 @@
 #include "locks/names.hpp"
 #include "locks/types/plain_protocol.hpp"
 #include "locks/types/reentrant_protocol.hpp"
+#include "locks/types/semaphore_protocol.hpp"
 #include "net/sync_call.hpp"
 #include "net/transport.hpp"
 #include "pubsub/subscriber.hpp"
@@ -65,10 +68,23 @@ const locks::plain_protocol& plain() {
   return protocol;
 }
 
+// A semaphore protocol carries the count a semaphore starts with, so there is one per count
+// in use, shared by every client and kept for the process's life (the engines hold pointers).
+const locks::semaphore_protocol& semaphore_for(std::int64_t initial_permits) {
+  static std::mutex mutex;
+  static std::map<std::int64_t, std::unique_ptr<locks::semaphore_protocol>> protocols;
+  std::lock_guard guard(mutex);
+  auto& protocol = protocols[initial_permits];
+  if (!protocol) protocol = std::make_unique<locks::semaphore_protocol>(initial_permits);
+  return *protocol;
+}
+
 // The scripts every command connection loads when it connects: those of every lock type.
 std::vector<std::string_view> lock_scripts() {
   std::vector<std::string_view> all = reentrant().scripts();
   for (std::string_view s : plain().scripts())
+    all.push_back(s);
+  for (std::string_view s : semaphore_for(0).scripts())
     all.push_back(s);
   return all;
 }
@@ -98,6 +114,7 @@ struct client::impl {
     // Every lock type shows in metrics_text() from the start, with zeros.
     (void)locks->counters().of(reentrant().kind());
     (void)locks->counters().of(plain().kind());
+    (void)locks->counters().of(semaphore_for(0).kind());
   }
 
   ~impl() {
@@ -248,6 +265,17 @@ plain_lock client::get_plain_lock(std::string name) {
   locks::validate_lock_name(name);
   return plain_lock(
       std::make_shared<plain_lock::impl>(impl_->locks, locks::lock_ref{&plain(), std::move(name)}));
+}
+
+semaphore client::get_semaphore(std::string name, std::int64_t permits) {
+  core::check_same_process(impl_->made_in);
+  locks::validate_lock_name(name);
+  if (permits < 0) {
+    throw error(errc::invalid_argument,
+                "a semaphore's permits cannot be negative: " + std::to_string(permits));
+  }
+  return semaphore(
+      std::make_shared<semaphore::impl>(impl_->locks, semaphore_for(permits), std::move(name)));
 }
 
 subscription client::subscribe(const std::string& channel,

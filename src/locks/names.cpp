@@ -65,6 +65,27 @@ std::string_view slot_tag(std::uint16_t slot) {
   return table[slot].data();
 }
 
+std::string suffix_key(std::string_view name, std::string_view suffix) {
+  const std::uint16_t slot = core::hash_slot(name);
+  std::string key;
+  key.reserve(name.size() + suffix.size() + 10);
+  // Redisson's form, kept whenever it is right: Redisson clients then share the key.
+  if (name.find('{') != std::string_view::npos) {
+    key.append(name).append(":").append(suffix);
+    if (core::hash_slot(key) == slot) return key;
+    key.clear();
+  }
+  if (name.find('}') == std::string_view::npos) {
+    return key.append("{").append(name).append("}:").append(suffix);
+  }
+  return key.append("{")
+      .append(slot_tag(slot))
+      .append("}:")
+      .append(name)
+      .append(":")
+      .append(suffix);
+}
+
 std::string derived_key(std::string_view prefix, std::string_view name, std::string_view suffix) {
   const std::string_view colon_suffix = suffix.empty() ? "" : ":";
   // 1. Redisson's form, kept whenever it is right: Redisson clients then share the channel.

@@ -62,6 +62,19 @@ inline std::string plain_unlock_channel(std::string_view name) {
   return derived_key("dlock:plain_unlock", name);
 }
 
+// suffix_key()
+//
+// Redisson's `suffixName(N, S)`, "{N}:S" (or "N:S" when N contains '{'), when that lands in N's
+// slot; else "{N}:S" for a name without '}'; else "{T}:N:S" with T = slot_tag(hash_slot(N)). The
+// same "first form in N's slot" rule as derived_key(). `suffix` must contain no braces.
+std::string suffix_key(std::string_view name, std::string_view suffix);
+
+// "redisson_sc:{N}" for ordinary names: where a semaphore's count is announced when permits come
+// back (Redisson's RSemaphore and RPermitExpirableSemaphore), with the count as the message.
+inline std::string semaphore_channel(std::string_view name) {
+  return derived_key("redisson_sc", name);
+}
+
 // fence_key()
 //
 // The counter that hands out N's fencing tokens: "dlock:fence:{N}" when N has no brace, else

@@ -137,11 +137,14 @@ class acquisition {
 // plain lock's key its value ("<owner>:<token>"). When Redis cannot be asked, the library's view
 // stands: it reports a hold it could not confirm in time as lost.
 bool still_held(const dlock::mutex& m, const std::optional<dlock::plain_lock>& plain,
+                const std::optional<dlock::semaphore>& sem, const std::string& permit_id,
                 const lock_lease& lease) {
   try {
-    const lock_status s = plain ? plain->status() : m.status();
-    const std::string owner =
-        plain ? lease.owner_id() + ":" + std::to_string(lease.fencing_token()) : lease.owner_id();
+    const lock_status s = sem ? sem->status() : plain ? plain->status() : m.status();
+    const std::string owner = sem ? permit_id
+                              : plain
+                                  ? lease.owner_id() + ":" + std::to_string(lease.fencing_token())
+                                  : lease.owner_id();
     return std::any_of(s.holders.begin(), s.holders.end(),
                        [&](const lock_holder& h) { return h.owner == owner; });
   } catch (const dlock::error& e) {
@@ -152,12 +155,13 @@ bool still_held(const dlock::mutex& m, const std::optional<dlock::plain_lock>& p
 }
 
 // The command's environment: dlock's, with DLOCK_NAME, DLOCK_TOKEN and DLOCK_OWNER set.
-std::vector<std::string> command_environment(const exec_options& o, const lock_lease& lease) {
+std::vector<std::string> command_environment(const exec_options& o, const lock_lease& lease,
+                                             const std::string& permit_id) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry(*e);
     if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_TOKEN=") ||
-        entry.starts_with("DLOCK_OWNER=")) {
+        entry.starts_with("DLOCK_OWNER=") || entry.starts_with("DLOCK_PERMIT=")) {
       continue;
     }
     env.emplace_back(entry);
@@ -165,6 +169,8 @@ std::vector<std::string> command_environment(const exec_options& o, const lock_l
   env.push_back("DLOCK_NAME=" + o.name);
   env.push_back("DLOCK_TOKEN=" + std::to_string(lease.fencing_token()));
   env.push_back("DLOCK_OWNER=" + lease.owner_id());
+  // A semaphore's permit id: `dlock`'s peers (or Redisson) can give it back by id.
+  if (!permit_id.empty()) env.push_back("DLOCK_PERMIT=" + permit_id);
   return env;
 }
 
@@ -300,6 +306,8 @@ int run_exec(const exec_options& o) {
     dlock::mutex m = redis.get_lock(o.name);
     std::optional<dlock::plain_lock> plain;
     if (o.plain) plain.emplace(redis.get_plain_lock(o.name));
+    std::optional<dlock::semaphore> sem;
+    if (o.semaphore_permits) sem.emplace(redis.get_semaphore(o.name, *o.semaphore_permits));
     // Connection and authentication problems surface here, with the server's own words.
     redis.command({"PING"});
 
@@ -310,7 +318,9 @@ int run_exec(const exec_options& o) {
         .wait = o.nonblock ? std::optional(std::chrono::milliseconds(0)) : o.wait,
         .lease = o.lease,
         .cancel = give_up.get_token()};
-    waiting.start(plain ? plain->async_acquire(wait_options) : m.async_acquire(wait_options));
+    waiting.start(sem     ? sem->async_acquire(wait_options)
+                  : plain ? plain->async_acquire(wait_options)
+                          : m.async_acquire(wait_options));
     int signalled = 0;
     while (!waiting.done()) {
       std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{waiting.fd(), POLLIN, 0}};
@@ -347,6 +357,15 @@ int run_exec(const exec_options& o) {
       return exit_code_for(*failed);
     }
     if (!lease) {
+      if (sem) {
+        print_error(o.nonblock ? fmt::format("semaphore '{}' has no permit free; the command "
+                                             "was not run (-n)",
+                                             shown_name(o.name))
+                               : fmt::format("semaphore '{}' still has no permit free after "
+                                             "waiting {}; the command was not run",
+                                             shown_name(o.name), format_seconds(*o.wait)));
+        return o.conflict_exit_code;
+      }
       print_error(o.nonblock ? fmt::format("lock '{}' is held; the command was not run (-n)",
                                            shown_name(o.name))
                              : fmt::format("lock '{}' is still held after waiting {}; the "
@@ -354,6 +373,8 @@ int run_exec(const exec_options& o) {
                                            shown_name(o.name), format_seconds(*o.wait)));
       return o.conflict_exit_code;
     }
+
+    const std::string permit_id = sem ? dlock::permit::id_of(lease) : std::string();
 
     // The lease's stop_token stops on the I/O thread; the callback turns that into a readable
     // pipe. It runs at once if the hold is already lost.
@@ -372,7 +393,7 @@ int run_exec(const exec_options& o) {
     close_on_exec_except(inherited);
     std::optional<command_process> child;
     try {
-      child.emplace(o, command_environment(o, lease), original, default_sigpipe);
+      child.emplace(o, command_environment(o, lease, permit_id), original, default_sigpipe);
     } catch (const os_error& e) {  // fork, pipe2: not about the command
       print_error(fmt::format("cannot start '{}': {}", shown_name(o.command.front()), e.what()));
       return exit_os_error;
@@ -434,7 +455,8 @@ int run_exec(const exec_options& o) {
 
     // Renewals notice a lost hold only every third of the lease, so a lock deleted or taken since
     // the last one would go unnoticed: one look at the lock before releasing it closes that gap.
-    if (!lost && !still_held(m, plain, lease)) report_lost(", noticed when it ended");
+    if (!lost && !still_held(m, plain, sem, permit_id, lease))
+      report_lost(", noticed when it ended");
     // The hold may also have been reported lost just now, with the pipe not yet read.
     if (lease.release() == errc::lock_lost && !lost) report_lost("");
     if (lost) {

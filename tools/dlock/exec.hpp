@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,9 @@ struct exec_options {
   // The plain lock (SET NX PX, shared with redis-py, redsync, node-redlock; --plain) instead of
   // the reentrant one.
   bool plain = false;
+  // Take one permit of the semaphore NAME (--semaphore N: created with N permits when it does not
+  // exist; Redisson's permit-expirable semaphore) instead of a lock.
+  std::optional<std::int64_t> semaphore_permits;
   // How long to wait for the lock (-w); std::nullopt waits until it is acquired.
   std::optional<std::chrono::milliseconds> wait;
   // An explicit lease, never renewed (--lease); std::nullopt: a watchdog lease.

@@ -156,6 +156,12 @@ int run(int argc, char** argv) {
   exec_cmd->add_flag("--plain", exec_o.plain,
                      "Take the plain lock (a string key set with SET NX PX, as redis-py, redsync "
                      "and node-redlock do) instead of the reentrant one");
+  exec_cmd
+      ->add_option("--semaphore", exec_o.semaphore_permits,
+                   "Hold one permit of the semaphore NAME (Redisson's permit-expirable "
+                   "semaphore), created with N permits if it does not exist, instead of a lock")
+      ->check(CLI::NonNegativeNumber)
+      ->excludes("--plain");
   exec_cmd->add_option("-w,--wait", exec_a.wait,
                        "Give up after waiting SECONDS (fractions allowed); default: wait until "
                        "acquired");

@@ -20,17 +20,33 @@ std::string describe_ttl(std::chrono::milliseconds ttl) {
 
 // A lock of either kind the command knows: the reentrant lock (a hash) or the plain lock (a string
 // set with SET NX PX, by dlock or by redis-py, redsync, node-redlock).
-enum class lock_kind { reentrant, plain };
+enum class lock_kind { reentrant, plain, semaphore };
 
 std::string_view kind_name(lock_kind kind) {
-  return kind == lock_kind::plain ? "plain" : "reentrant";
+  switch (kind) {
+    case lock_kind::plain:
+      return "plain";
+    case lock_kind::semaphore:
+      return "semaphore";
+    default:
+      return "reentrant";
+  }
 }
 
 std::string to_json(const std::string& name, lock_kind kind, const lock_status& s) {
   std::string holders;
   for (const lock_holder& h : s.holders) {
     if (!holders.empty()) holders += ",";
-    holders += fmt::format(R"({{"owner":{},"count":{}}})", json_quote(h.owner), h.count);
+    holders += kind == lock_kind::semaphore
+                   ? fmt::format(R"({{"permit":{},"lease_left_ms":{}}})", json_quote(h.owner),
+                                 h.lease_left.count())
+                   : fmt::format(R"({{"owner":{},"count":{}}})", json_quote(h.owner), h.count);
+  }
+  if (kind == lock_kind::semaphore) {
+    return fmt::format(R"({{"name":{},"permits_available":{},"permits_total":{},"holders":[{}],)"
+                       R"("waiting_clients":{},"kind":"semaphore"}})",
+                       json_quote(name), s.permits_available, s.permits_total, holders,
+                       s.subscribers);
   }
   return fmt::format(
       R"({{"name":{},"locked":{},"holders":[{}],"remaining_ttl_ms":{},"last_fencing_token":{},)"
@@ -39,7 +55,21 @@ std::string to_json(const std::string& name, lock_kind kind, const lock_status& 
       s.subscribers, kind_name(kind));
 }
 
+std::string semaphore_text(const std::string& name, const lock_status& s) {
+  std::string out = fmt::format("semaphore '{}': {} of {} permits available\n", shown_name(name),
+                                s.permits_available, s.permits_total);
+  out += "  kind                semaphore (Redisson's permit-expirable semaphore)\n";
+  for (const lock_holder& h : s.holders) {
+    out += fmt::format("  permit              {} (lease left: {})\n", h.owner,
+                       h.lease_left.count() < 0 ? std::string("none, never expires")
+                                                : format_seconds(h.lease_left));
+  }
+  out += fmt::format("  waiting clients     {}\n", s.subscribers);
+  return out;
+}
+
 std::string to_text(const std::string& name, lock_kind kind, const lock_status& s) {
+  if (kind == lock_kind::semaphore) return semaphore_text(name, s);
   std::string out = fmt::format("lock '{}': {}\n", shown_name(name), s.locked ? "locked" : "free");
   if (kind == lock_kind::plain) {
     // One holder's value: dlock's "<client id>:<owner>:<token>", or a foreign client's token.
@@ -103,9 +133,16 @@ int run_status(const std::string& redis_url, const std::string& name, bool json)
           s = redis.get_plain_lock(name).status();
           kind = lock_kind::plain;
         } catch (const dlock::error& plain_error) {
-          if (plain_error.code() == errc::wrong_type)
-            return refuse_data(command, plain_error.detail());
-          throw;
+          if (plain_error.code() != errc::wrong_type) throw;
+          // A string without a TTL: a semaphore's count (a number), or data.
+          try {
+            s = redis.get_semaphore(name, 0).status();
+            kind = lock_kind::semaphore;
+          } catch (const dlock::error& semaphore_error) {
+            if (semaphore_error.code() == errc::wrong_type)
+              return refuse_data(command, plain_error.detail());
+            throw;
+          }
         }
       } else if (e.code() == errc::wrong_type) {
         return refuse_data(command, e.detail());
@@ -138,7 +175,19 @@ int run_force_unlock(const std::string& redis_url, const std::string& name) {
     } catch (const dlock::error& e) {
       // A string: a plain lock (deleted) or data (refused by the library as well).
       if (e.code() != errc::wrong_type || redis.command({"TYPE", name}).str != "string") throw;
-      released = redis.get_plain_lock(name).force_unlock();
+      try {
+        released = redis.get_plain_lock(name).force_unlock();
+      } catch (const dlock::error& plain_error) {
+        // A string without a TTL: a semaphore's count (every permit is given back), or data
+        // (refused by the library as well).
+        if (plain_error.code() != errc::wrong_type) throw;
+        try {
+          released = redis.get_semaphore(name, 0).force_release();
+        } catch (const dlock::error& semaphore_error) {
+          if (semaphore_error.code() == errc::wrong_type) throw plain_error;
+          throw;
+        }
+      }
     }
     if (released) {
       fmt::print("lock '{}' released; its waiters were woken\n", shown_name(name));

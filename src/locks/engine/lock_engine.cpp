@@ -495,6 +495,11 @@ bool lock_engine::force_release(const lock_ref& lock) {
                                            call(lock.protocol->force_release(lock.name)));
 }
 
+reply lock_engine::run_script(const script_call& c) {
+  learn_deployment();
+  return call(c);
+}
+
 lock_status lock_engine::status(const lock_ref& lock) {
   learn_deployment();
   lock_status s = lock.protocol->read_status(lock.name, call(lock.protocol->status(lock.name)));

@@ -78,6 +78,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   std::error_code release(const lock_ref& lock, std::uint64_t owner) noexcept;
 
   bool force_release(const lock_ref& lock);
+  // Runs a protocol's own script (a semaphore's count operations, a release by id), blocking.
+  reply run_script(const script_call& call);
   lock_status status(const lock_ref& lock);
   // PTTL of the key `name` (-2 none, -1 no TTL); EXISTS.
   std::chrono::milliseconds remaining_ttl(const std::string& name);

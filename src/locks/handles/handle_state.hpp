@@ -11,7 +11,9 @@
 #include "dlock/lock_lease.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/plain_lock.hpp"
+#include "dlock/semaphore.hpp"
 #include "locks/engine/lock_engine.hpp"
+#include "locks/types/semaphore_protocol.hpp"
 
 namespace dlock {
 
@@ -28,6 +30,15 @@ class plain_lock::impl {
   impl(std::shared_ptr<locks::lock_engine> e, locks::lock_ref l)
       : engine(std::move(e)), lock(std::move(l)) {}
   const std::shared_ptr<locks::lock_engine> engine;
+  const locks::lock_ref lock;
+};
+
+class semaphore::impl {
+ public:
+  impl(std::shared_ptr<locks::lock_engine> e, const locks::semaphore_protocol& p, std::string name)
+      : engine(std::move(e)), protocol(p), lock{&p, std::move(name)} {}
+  const std::shared_ptr<locks::lock_engine> engine;
+  const locks::semaphore_protocol& protocol;
   const locks::lock_ref lock;
 };
 
