@@ -9,7 +9,9 @@
 #include "core/process.hpp"
 #include "locks/engine/lock_engine.hpp"
 #include "locks/handles/handle_state.hpp"
+#include "locks/handles/latch_state.hpp"
 #include "locks/names.hpp"
+#include "locks/types/latch_protocol.hpp"
 #include "locks/types/plain_protocol.hpp"
 #include "locks/types/reentrant_protocol.hpp"
 #include "net/sync_call.hpp"
@@ -65,10 +67,17 @@ const locks::plain_protocol& plain() {
   return protocol;
 }
 
+const locks::latch_protocol& latch() {
+  static const locks::latch_protocol protocol;
+  return protocol;
+}
+
 // The scripts every command connection loads when it connects: those of every lock type.
 std::vector<std::string_view> lock_scripts() {
   std::vector<std::string_view> all = reentrant().scripts();
   for (std::string_view s : plain().scripts())
+    all.push_back(s);
+  for (std::string_view s : latch().scripts())
     all.push_back(s);
   return all;
 }
@@ -248,6 +257,13 @@ plain_lock client::get_plain_lock(std::string name) {
   locks::validate_lock_name(name);
   return plain_lock(
       std::make_shared<plain_lock::impl>(impl_->locks, locks::lock_ref{&plain(), std::move(name)}));
+}
+
+count_down_latch client::get_count_down_latch(std::string name) {
+  core::check_same_process(impl_->made_in);
+  locks::validate_lock_name(name);
+  return count_down_latch(
+      std::make_shared<count_down_latch::impl>(impl_->locks, latch(), std::move(name)));
 }
 
 subscription client::subscribe(const std::string& channel,
