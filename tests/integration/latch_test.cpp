@@ -369,6 +369,24 @@ TEST(CountDownLatch, AResubscriptionMakesWaitersReadTheCountAgain) {
   EXPECT_TRUE(waiter.get().opened);
 }
 
+TEST(CountDownLatch, AWaiterOutlivesAServerRestartAndReadsTheCountAgain) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("latch");
+  count_down_latch latch = c.get_count_down_latch(name);
+  ASSERT_TRUE(latch.try_set_count(1));
+  auto waiter = start_waiter(latch, 30s);
+  wait_until_listening(c, name);
+  // The restarted server has no data: the latch is gone (open), and nothing was published.
+  server.kill();
+  EXPECT_EQ(waiter.wait_for(no_wake_window), std::future_status::timeout);
+  server.start();
+  ASSERT_EQ(waiter.wait_for(20s), std::future_status::ready);
+  const waiter_result r = waiter.get();
+  EXPECT_TRUE(r.opened);
+  EXPECT_EQ(r.count_after, 0);
+}
+
 TEST(CountDownLatch, AWaitOnADestroyedClientEndsWithClientStopped) {
   redis_server server;
   auto c = std::make_unique<client>(server.url());

@@ -1,5 +1,6 @@
 #include "dlock/count_down_latch.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 
@@ -55,6 +56,15 @@ struct wake_events {
 // client sends no message, and a wait() would otherwise never end. No I/O.
 constexpr std::chrono::seconds client_check_interval{1};
 
+// A re-read that failed for want of a link is tried again after 50 ms, doubling up to a second.
+constexpr std::chrono::milliseconds first_retry_delay{50};
+constexpr std::chrono::milliseconds max_retry_delay{1000};
+
+bool link_trouble(std::error_code ec) {
+  return ec == errc::connection_lost || ec == errc::timeout || ec == errc::connect_failed ||
+         ec == errc::connect_timeout;
+}
+
 }  // namespace
 
 bool count_down_latch::try_set_count(std::int64_t count) {
@@ -102,24 +112,35 @@ bool count_down_latch::wait_steady(steady_clock::duration wait) const {
   // The first event is the subscription's confirmation: the count is read again then, so a zero
   // published between the read above and the subscription is not missed.
   std::uint64_t handled = 0;
+  auto retry_at = steady_clock::time_point::max();  // when a re-read that met link trouble retries
+  auto retry_delay = first_retry_delay;
   for (;;) {
     {
       std::unique_lock lock(events->mutex);
       while (events->seen == handled) {
         const auto now = steady_clock::now();
         if (now >= deadline) return false;
-        const auto slice =
-            deadline - now < client_check_interval
-                ? deadline
-                : now + std::chrono::duration_cast<steady_clock::duration>(client_check_interval);
-        events->cv.wait_until(lock, slice);
+        if (now >= retry_at) break;
+        auto wake = std::min(deadline, retry_at);
+        if (wake - now > client_check_interval) wake = now + client_check_interval;
+        events->cv.wait_until(lock, wake);
         if (events->seen == handled && io.stopped()) {
           throw error(errc::client_stopped, "the client of this latch was destroyed");
         }
       }
       handled = events->seen;
     }
-    if (count() <= 0) return true;
+    try {
+      if (count() <= 0) return true;
+      retry_at = steady_clock::time_point::max();
+      retry_delay = first_retry_delay;
+    } catch (const error& e) {
+      // A resubscription comes with link trouble (a reconnect, a failover), and its re-read may
+      // meet the trouble too: try again soon rather than end the wait or miss the zero.
+      if (!link_trouble(e.code())) throw;
+      retry_at = steady_clock::now() + retry_delay;
+      retry_delay = std::min(retry_delay * 2, max_retry_delay);
+    }
   }
 }
 
