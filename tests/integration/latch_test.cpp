@@ -13,6 +13,7 @@
 #include "core/hash_slot.hpp"
 #include "dlock/dlock.hpp"
 #include "locks/names.hpp"
+#include "locks/types/latch_protocol.hpp"
 #include "redis_process.hpp"
 #include "support/lock_name_cases.hpp"
 #include "support/redis_fixture.hpp"
@@ -111,6 +112,40 @@ TEST(LatchNames, RedissonsChannelWhenInTheNamesSlotElseTheSlotTagForm) {
   for (const std::string& name : test::lock_name_cases()) {
     EXPECT_EQ(core::hash_slot(locks::latch_channel(name)), core::hash_slot(name)) << name;
   }
+}
+
+TEST(LatchProtocol, RepliesTheScriptsCannotSendAreProtocolErrors) {
+  const locks::latch_protocol protocol;
+  const auto array = [](std::vector<reply> elements) {
+    return reply::make_array(std::move(elements));
+  };
+  const auto code_of = [](auto&& read) {
+    try {
+      read();
+    } catch (const error& e) {
+      return e.code();
+    }
+    return std::error_code{};
+  };
+  const reply nil;
+  EXPECT_EQ(code_of([&] { protocol.read_count("n", nil); }), errc::protocol_error);
+  EXPECT_EQ(code_of([&] { protocol.read_count_down("n", array({})); }), errc::protocol_error);
+  // A count that is not a number.
+  EXPECT_EQ(code_of([&] {
+              protocol.read_count("n", array({reply::make_integer(1), reply::make_bulk("x1"),
+                                              reply::make_integer(1)}));
+            }),
+            errc::protocol_error);
+  EXPECT_EQ(protocol
+                .read_count("n", array({reply::make_integer(1), reply::make_bulk("-7"),
+                                        reply::make_integer(1)}))
+                .count,
+            -7);
+  EXPECT_EQ(code_of([&] {
+              protocol.read_remove("n", array({reply::make_integer(-1), reply::make_bulk("set")}));
+            }),
+            errc::wrong_type);
+  EXPECT_EQ(code_of([&] { (void)protocol.try_set_count("n", -1); }), errc::invalid_argument);
 }
 
 // --- the scripts: data and messages ----------------------------------------------------------
