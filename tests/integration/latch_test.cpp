@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <future>
+#include <iostream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -305,6 +306,9 @@ TEST(CountDownLatch, ThreadsCountDownAndTheWaiterWakesRightAfterTheLast) {
   EXPECT_TRUE(r.opened);
   EXPECT_EQ(r.count_after, 0);
   EXPECT_LT(r.at - opened_at, wake_bound);
+  std::cout << "latch: waiter returned "
+            << std::chrono::duration<double, std::milli>(r.at - opened_at).count()
+            << " ms after the last count_down's reply\n";
 }
 
 TEST(CountDownLatch, WaitForTimesOutWithTheCountAboveZero) {
@@ -363,10 +367,11 @@ TEST(CountDownLatch, AHundredWaitersShareOneSubscriptionAndAllWakeOnOneZero) {
   count_down_latch latch = c.get_count_down_latch(name);
   ASSERT_TRUE(latch.try_set_count(1));
   constexpr int waiters = 100;
-  std::atomic<int> early{0}, opened{0};
+  std::atomic<int> started{0}, early{0}, opened{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < waiters; ++i) {
     threads.emplace_back([&] {
+      ++started;
       const bool ok = latch.wait_for(30s);
       if (latch.count() != 0) ++early;
       if (ok) ++opened;
@@ -374,6 +379,10 @@ TEST(CountDownLatch, AHundredWaitersShareOneSubscriptionAndAllWakeOnOneZero) {
   }
   // One subscription per client, however many threads wait.
   wait_until_listening(c, name);
+  ASSERT_TRUE(eventually([&] { return started.load() == waiters; }));
+  // Every thread is in wait_for() now (or about to be): none returns while the count is 1.
+  std::this_thread::sleep_for(no_wake_window);
+  EXPECT_EQ(opened.load(), 0);
   EXPECT_EQ(latch.status().subscribers, 1u);
   const auto start = steady_clock::now();
   EXPECT_EQ(counter.get_count_down_latch(name).count_down(), 0);
@@ -381,7 +390,11 @@ TEST(CountDownLatch, AHundredWaitersShareOneSubscriptionAndAllWakeOnOneZero) {
     t.join();
   EXPECT_EQ(opened.load(), waiters);
   EXPECT_EQ(early.load(), 0);
-  EXPECT_LT(steady_clock::now() - start, wake_bound * 2);
+  const auto all_woken = steady_clock::now() - start;
+  EXPECT_LT(all_woken, wake_bound * 2);
+  std::cout << "latch: " << waiters << " waiters returned within "
+            << std::chrono::duration<double, std::milli>(all_woken).count()
+            << " ms of the count_down call\n";
   // The last waiter unsubscribed.
   EXPECT_TRUE(eventually([&] { return latch.status().subscribers == 0; }));
 }
@@ -440,6 +453,24 @@ TEST(CountDownLatch, AWaitOnADestroyedClientEndsWithClientStopped) {
     EXPECT_EQ(e.code(), errc::client_stopped) << e.what();
   }
   EXPECT_EQ(admin.get_count_down_latch(name).count(), 1);
+}
+
+TEST(CountDownLatch, BlockingCallsFromACallbackAreRefused) {
+  redis_server server;
+  client c{server.url()};
+  count_down_latch latch = c.get_count_down_latch(unique_key("latch"));
+  std::promise<std::error_code> from_callback;
+  c.async_command({"PING"}, [&](std::error_code, reply) {
+    try {
+      (void)latch.wait_for(1s);
+      from_callback.set_value({});
+    } catch (const error& e) {
+      from_callback.set_value(e.code());
+    }
+  });
+  auto result = from_callback.get_future();
+  ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(result.get(), errc::would_deadlock);
 }
 
 TEST(CountDownLatchProcesses, TwoProcessesOfFourThreadsOpenTheLatchForAWaiter) {
