@@ -32,8 +32,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <memory>
+#include <optional>
 #include <string>
+#include <system_error>
 
 namespace dlock {
 
@@ -88,6 +92,17 @@ class count_down_latch {
     if (t == std::chrono::time_point<Clock, Duration>::max()) return wait_steady(forever);
     return wait_steady(to_steady(t - now));
   }
+
+  // count_down_latch::async_wait(wait, done), async_wait(wait)
+  // As wait_for(*wait) (std::nullopt: wait()) without blocking the caller. `done(ec, opened)`
+  // runs exactly once, on the client's I/O thread (it must not block or throw): opened is false
+  // when the wait ran out; ec holds the errors wait_for() throws. It runs on the calling thread
+  // when the wait fails before anything was queued (a destroyed client). A client destroyed
+  // during the wait completes it with errc::client_stopped within about a second (its
+  // destructor waits for that). The future form rethrows those errors from get().
+  using wait_handler = std::function<void(std::error_code ec, bool opened)>;
+  void async_wait(std::optional<std::chrono::milliseconds> wait, wait_handler done) const;
+  std::future<bool> async_wait(std::optional<std::chrono::milliseconds> wait = std::nullopt) const;
 
   // count_down_latch::delete_latch()
   // Deletes the latch whatever its count and publishes "1" (Redisson's delete): dlock's waiters

@@ -473,6 +473,79 @@ TEST(CountDownLatch, BlockingCallsFromACallbackAreRefused) {
   EXPECT_EQ(result.get(), errc::would_deadlock);
 }
 
+TEST(CountDownLatchAsync, WaitsWithoutAThreadAndOpensOnZeroOnly) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("latch");
+  count_down_latch latch = c.get_count_down_latch(name);
+  ASSERT_TRUE(latch.try_set_count(2));
+  constexpr int waiters = 100;
+  std::vector<std::future<bool>> waits;
+  for (int i = 0; i < waiters; ++i)
+    waits.push_back(latch.async_wait(20s));
+  wait_until_listening(c, name);
+  // A stray "0" and a count-down that leaves 1 open nothing.
+  c.command({"PUBLISH", locks::latch_channel(name), "0"});
+  EXPECT_EQ(latch.count_down(), 1);
+  EXPECT_EQ(waits.front().wait_for(no_wake_window), std::future_status::timeout);
+  EXPECT_EQ(latch.count_down(), 0);
+  const auto opened_at = steady_clock::now();
+  for (auto& w : waits) {
+    ASSERT_EQ(w.wait_for(wake_bound), std::future_status::ready);
+    EXPECT_TRUE(w.get());
+  }
+  EXPECT_LT(steady_clock::now() - opened_at, wake_bound);
+  // The listener went with the last wait.
+  EXPECT_TRUE(eventually([&] { return latch.status().subscribers == 0; }));
+  // Open already: at once.
+  auto open = latch.async_wait(0ms);
+  ASSERT_EQ(open.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(open.get());
+}
+
+TEST(CountDownLatchAsync, TimesOutAndReportsErrors) {
+  redis_server server;
+  client c{server.url()};
+  count_down_latch latch = c.get_count_down_latch(unique_key("latch"));
+  ASSERT_TRUE(latch.try_set_count(1));
+  const auto start = steady_clock::now();
+  auto timed = latch.async_wait(200ms);
+  ASSERT_EQ(timed.wait_for(5s), std::future_status::ready);
+  EXPECT_FALSE(timed.get());
+  EXPECT_GE(steady_clock::now() - start, 200ms);
+
+  const std::string lock_name = unique_key("lock");
+  c.command({"HSET", lock_name, "f", "1"});
+  auto wrong = c.get_count_down_latch(lock_name).async_wait(1s);
+  try {
+    (void)wrong.get();
+    ADD_FAILURE() << "no error";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::wrong_type);
+    EXPECT_NE(std::string(e.what()).find("not a count-down latch"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CountDownLatchAsync, ADestroyedClientCompletesItsWaitsWithClientStopped) {
+  redis_server server;
+  auto c = std::make_unique<client>(server.url());
+  const std::string name = unique_key("latch");
+  count_down_latch latch = c->get_count_down_latch(name);
+  ASSERT_TRUE(latch.try_set_count(1));
+  std::promise<std::error_code> during;
+  latch.async_wait(std::nullopt, [&](std::error_code ec, bool) { during.set_value(ec); });
+  client admin{server.url()};
+  wait_until_listening(admin, name);
+  c.reset();  // waits for the wait to finish (within a second)
+  auto ended = during.get_future();
+  ASSERT_EQ(ended.wait_for(0s), std::future_status::ready);
+  EXPECT_EQ(ended.get(), errc::client_stopped);
+  // A wait started afterwards completes at once, on this thread.
+  std::error_code after;
+  latch.async_wait(1s, [&](std::error_code ec, bool) { after = ec; });
+  EXPECT_EQ(after, errc::client_stopped);
+}
+
 TEST(CountDownLatchProcesses, TwoProcessesOfFourThreadsOpenTheLatchForAWaiter) {
   redis_server server;
   client c{server.url()};

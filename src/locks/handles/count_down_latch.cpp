@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <functional>
+#include <future>
 #include <mutex>
+#include <optional>
 
 #include "locks/handles/latch_state.hpp"
 #include "locks/names.hpp"
@@ -65,7 +68,189 @@ bool link_trouble(std::error_code ec) {
          ec == errc::connect_timeout;
 }
 
+// One async_wait(): the same steps as wait_steady(), as callbacks on the I/O thread, where all
+// its state lives. The subscription's listener and the pending request or timer keep it alive;
+// finish() drops the listener.
+class async_latch_wait : public std::enable_shared_from_this<async_latch_wait> {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  // `done` also gets the failure's detail (the server's or the system's message).
+  using completion =
+      std::function<void(std::error_code ec, const std::string& detail, bool opened)>;
+
+  async_latch_wait(std::shared_ptr<const count_down_latch::impl> state, clock::time_point deadline,
+                   completion done)
+      : state_(std::move(state)),
+        io_(state_->engine->io()),
+        deadline_(deadline),
+        done_(std::move(done)) {}
+
+  // Any thread. A client already gone completes it on this thread.
+  void start() {
+    try {
+      io_.post([self = shared_from_this()] { self->read(); });
+    } catch (const error& e) {
+      finish(e.code(), e.detail(), false);
+    }
+  }
+
+ private:
+  void read() {
+    if (finished_) return;
+    reading_ = true;
+    try {
+      io_.eval(state_->protocol.count(state_->name),
+               [self = shared_from_this()](std::error_code ec, reply r) { self->on_count(ec, r); });
+    } catch (const error& e) {
+      finish(e.code(), e.detail(), false);
+    }
+  }
+
+  void on_count(std::error_code ec, const reply& r) {
+    reading_ = false;
+    if (finished_) return;
+    if (ec) {
+      // Before the subscription, as wait_for() throws; after it, retried as wait_steady() does.
+      if (!listening_ || !link_trouble(ec)) return finish(ec, r.str, false);
+      retry_at_ = clock::now() + retry_delay_;
+      retry_delay_ = std::min(retry_delay_ * 2, max_retry_delay);
+      return arm();
+    }
+    std::int64_t count = 0;
+    try {
+      count = state_->protocol.read_count(state_->name, r).count;
+    } catch (const error& e) {
+      return finish(e.code(), e.detail(), false);
+    }
+    retry_at_ = clock::time_point::max();
+    retry_delay_ = first_retry_delay;
+    if (count <= 0) return finish({}, {}, true);
+    if (clock::now() >= deadline_) return finish({}, {}, false);
+    if (!listening_) {
+      if (!listen()) return;
+    } else if (event_pending_) {
+      event_pending_ = false;
+      return read();
+    }
+    arm();
+  }
+
+  // The first event is the subscription's confirmation: the count is read again then.
+  bool listen() {
+    std::weak_ptr<async_latch_wait> weak = weak_from_this();
+    const auto on_event = [weak] {
+      if (auto self = weak.lock()) self->on_event();
+    };
+    try {
+      listening_ = io_.use([&](route::router& router) {
+        pubsub::subscriber& sub = router.wake_subscriber();
+        const std::uint64_t id = sub.add(locks::latch_channel(state_->name),
+                                         {[on_event](std::string_view) { on_event(); }, on_event});
+        return pubsub::make_subscription(sub, id);
+      });
+    } catch (const error& e) {
+      finish(e.code(), e.detail(), false);
+      return false;
+    }
+    return true;
+  }
+
+  void on_event() {
+    if (finished_) return;
+    if (reading_) {
+      event_pending_ = true;
+    } else {
+      read();
+    }
+  }
+
+  // Wakes at the deadline, at a due retry, and every client_check_interval to notice a destroyed
+  // client (whose subscription hears nothing more).
+  void arm() {
+    const auto now = clock::now();
+    auto wake = std::min(deadline_, retry_at_);
+    if (wake - now > client_check_interval) wake = now + client_check_interval;
+    // Made here, on the I/O thread of a client that exists: never on a destroyed io_context.
+    if (!timer_) timer_.emplace(io_.io());
+    timer_->expires_at(wake);
+    timer_->async_wait([self = shared_from_this()](const asio::error_code& ec) {
+      if (ec != asio::error::operation_aborted) self->on_timer();
+    });
+  }
+
+  void on_timer() {
+    if (finished_ || reading_) return;
+    if (io_.stopped()) {
+      return finish(make_error_code(errc::client_stopped), "the client of this latch was destroyed",
+                    false);
+    }
+    const auto now = clock::now();
+    if (now >= deadline_) return finish({}, {}, false);
+    if (now >= retry_at_) return read();
+    arm();
+  }
+
+  void finish(std::error_code ec, const std::string& detail, bool opened) {
+    if (finished_) return;
+    finished_ = true;
+    timer_.reset();  // on the I/O thread (cancels its wait), not wherever the last share goes
+    listening_.reset();
+    const completion done = std::move(done_);
+    done(ec, detail, opened);
+  }
+
+  const std::shared_ptr<const count_down_latch::impl> state_;
+  engine_io& io_;
+  std::optional<asio::steady_timer> timer_;  // I/O thread only
+  const clock::time_point deadline_;
+  completion done_;
+  subscription listening_;
+  bool finished_ = false;
+  bool reading_ = false;
+  bool event_pending_ = false;  // an event came during a read: read once more after it
+  clock::time_point retry_at_ = clock::time_point::max();
+  std::chrono::milliseconds retry_delay_ = first_retry_delay;
+};
+
 }  // namespace
+
+namespace {
+
+using std::chrono::steady_clock;
+
+void start_async_wait(const std::shared_ptr<count_down_latch::impl>& state,
+                      steady_clock::duration limit, steady_clock::duration forever,
+                      async_latch_wait::completion done) {
+  const auto deadline =
+      limit >= forever ? steady_clock::time_point::max() : steady_clock::now() + limit;
+  std::make_shared<async_latch_wait>(state, deadline, std::move(done))->start();
+}
+
+}  // namespace
+
+void count_down_latch::async_wait(std::optional<std::chrono::milliseconds> wait,
+                                  wait_handler done) const {
+  start_async_wait(state_, wait ? to_steady(*wait) : forever, forever,
+                   [done = std::move(done)](std::error_code ec, const std::string&, bool opened) {
+                     done(ec, opened);
+                   });
+}
+
+std::future<bool> count_down_latch::async_wait(
+    std::optional<std::chrono::milliseconds> wait) const {
+  auto promise = std::make_shared<std::promise<bool>>();
+  std::future<bool> result = promise->get_future();
+  start_async_wait(state_, wait ? to_steady(*wait) : forever, forever,
+                   [promise](std::error_code ec, const std::string& detail, bool opened) {
+                     if (ec) {
+                       promise->set_exception(std::make_exception_ptr(error(ec, detail)));
+                     } else {
+                       promise->set_value(opened);
+                     }
+                   });
+  return result;
+}
 
 bool count_down_latch::try_set_count(std::int64_t count) {
   const impl& s = *state_;
