@@ -19,7 +19,7 @@
 // channel (sharded pub/sub on a Redis Cluster) and reads the count again after every message and
 // after every (re)subscription, so a message lost while disconnected is made up for, and a new
 // count set right after zero does not let anyone through (the waiter then waits for the next
-// zero, as Redisson's do). It never polls Redis.
+// zero, as Redisson's do). It never polls Redis. async_wait() does the same without a thread.
 //
 // Errors. Calls throw dlock::error: errc::wrong_type, changing nothing, when the key holds
 // something else (a lock's hash, a string that is not a whole number); errc::invalid_argument for
