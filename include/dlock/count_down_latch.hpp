@@ -77,6 +77,7 @@ class count_down_latch {
 
   // count_down_latch::wait()
   // Returns once the count is zero (or the latch does not exist). Waits for ever otherwise.
+  // Throws errc::client_stopped within about a second when the client is destroyed meanwhile.
   void wait() const;
   // count_down_latch::wait_for(d), wait_until(t)
   // As wait(), up to `d` (or until `t`, on any clock). Returns false when the time ran out with

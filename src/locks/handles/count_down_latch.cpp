@@ -1,10 +1,8 @@
 #include "dlock/count_down_latch.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <functional>
 #include <future>
-#include <mutex>
 #include <optional>
 
 #include "locks/handles/latch_state.hpp"
@@ -39,22 +37,6 @@ reply call(engine_io& io, const locks::script_call& c) {
   return sync.wait();
 }
 
-// What wakes a waiter: any message on the latch's channel, or a (re)subscription. Shared with the
-// listener, which may still run on the I/O thread after the waiter left.
-struct wake_events {
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::uint64_t seen = 0;
-
-  void bump() {
-    {
-      std::lock_guard lock(mutex);
-      ++seen;
-    }
-    cv.notify_all();
-  }
-};
-
 // How often a waiter with nothing to hear checks that its client still exists: a destroyed
 // client sends no message, and a wait() would otherwise never end. No I/O.
 constexpr std::chrono::seconds client_check_interval{1};
@@ -68,9 +50,11 @@ bool link_trouble(std::error_code ec) {
          ec == errc::connect_timeout;
 }
 
-// One async_wait(): the same steps as wait_steady(), as callbacks on the I/O thread, where all
-// its state lives. The subscription's listener and the pending request or timer keep it alive;
-// finish() drops the listener.
+// One wait, blocking or not: read the count; while it is above zero, listen on the latch's channel
+// and read it again after every message and (re)subscription. Callbacks on the I/O thread, where
+// all its state lives: the subscription and the timer must go there, while the client's
+// io_context and subscriber live (a client being destroyed finishes it from the timer). The
+// listener, the pending request or the timer keep it alive; finish() drops the listener.
 class async_latch_wait : public std::enable_shared_from_this<async_latch_wait> {
  public:
   using clock = std::chrono::steady_clock;
@@ -79,17 +63,26 @@ class async_latch_wait : public std::enable_shared_from_this<async_latch_wait> {
   using completion =
       std::function<void(std::error_code ec, const std::string& detail, bool opened)>;
 
+  // `read_first`: false when the caller has just read a count above zero; the subscription's
+  // confirmation then brings the next read.
   async_latch_wait(std::shared_ptr<const count_down_latch::impl> state, clock::time_point deadline,
-                   completion done)
+                   bool read_first, completion done)
       : state_(std::move(state)),
         io_(state_->engine->io()),
         deadline_(deadline),
+        read_first_(read_first),
         done_(std::move(done)) {}
 
   // Any thread. A client already gone completes it on this thread.
   void start() {
     try {
-      io_.post([self = shared_from_this()] { self->read(); });
+      io_.post([self = shared_from_this()] {
+        if (self->read_first_) {
+          self->read();
+        } else if (self->listen()) {
+          self->arm();
+        }
+      });
     } catch (const error& e) {
       finish(e.code(), e.detail(), false);
     }
@@ -204,6 +197,7 @@ class async_latch_wait : public std::enable_shared_from_this<async_latch_wait> {
   engine_io& io_;
   std::optional<asio::steady_timer> timer_;  // I/O thread only
   const clock::time_point deadline_;
+  const bool read_first_;
   completion done_;
   subscription listening_;
   bool finished_ = false;
@@ -221,10 +215,10 @@ using std::chrono::steady_clock;
 
 void start_async_wait(const std::shared_ptr<count_down_latch::impl>& state,
                       steady_clock::duration limit, steady_clock::duration forever,
-                      async_latch_wait::completion done) {
+                      async_latch_wait::completion done, bool read_first = true) {
   const auto deadline =
       limit >= forever ? steady_clock::time_point::max() : steady_clock::now() + limit;
-  std::make_shared<async_latch_wait>(state, deadline, std::move(done))->start();
+  std::make_shared<async_latch_wait>(state, deadline, read_first, std::move(done))->start();
 }
 
 }  // namespace
@@ -278,55 +272,24 @@ void count_down_latch::wait() const {
 }
 
 bool count_down_latch::wait_steady(steady_clock::duration wait) const {
-  const auto deadline =
-      wait >= forever ? steady_clock::time_point::max() : steady_clock::now() + wait;
-  const impl& s = *state_;
-  engine_io& io = s.engine->io();
-  if (count() <= 0) return true;
+  if (count() <= 0) return true;  // also refuses the I/O thread, before anything is queued
   if (wait <= steady_clock::duration::zero()) return false;
-
-  auto events = std::make_shared<wake_events>();
-  const std::string channel = locks::latch_channel(s.name);
-  const subscription listening = io.use([&](route::router& router) {
-    // The wake subscriber: sharded pub/sub on a cluster, as the scripts publish.
-    pubsub::subscriber& sub = router.wake_subscriber();
-    const std::uint64_t id = sub.add(
-        channel, {[events](std::string_view) { events->bump(); }, [events] { events->bump(); }});
-    return pubsub::make_subscription(sub, id);
-  });
-  // The first event is the subscription's confirmation: the count is read again then, so a zero
-  // published between the read above and the subscription is not missed.
-  std::uint64_t handled = 0;
-  auto retry_at = steady_clock::time_point::max();  // when a re-read that met link trouble retries
-  auto retry_delay = first_retry_delay;
-  for (;;) {
-    {
-      std::unique_lock lock(events->mutex);
-      while (events->seen == handled) {
-        const auto now = steady_clock::now();
-        if (now >= deadline) return false;
-        if (now >= retry_at) break;
-        auto wake = std::min(deadline, retry_at);
-        if (wake - now > client_check_interval) wake = now + client_check_interval;
-        events->cv.wait_until(lock, wake);
-        if (events->seen == handled && io.stopped()) {
-          throw error(errc::client_stopped, "the client of this latch was destroyed");
-        }
-      }
-      handled = events->seen;
-    }
-    try {
-      if (count() <= 0) return true;
-      retry_at = steady_clock::time_point::max();
-      retry_delay = first_retry_delay;
-    } catch (const error& e) {
-      // A resubscription comes with link trouble (a reconnect, a failover), and its re-read may
-      // meet the trouble too: try again soon rather than end the wait or miss the zero.
-      if (!link_trouble(e.code())) throw;
-      retry_at = steady_clock::now() + retry_delay;
-      retry_delay = std::min(retry_delay * 2, max_retry_delay);
-    }
-  }
+  struct outcome {
+    std::error_code ec;
+    std::string detail;
+    bool opened = false;
+  };
+  auto done = std::make_shared<std::promise<outcome>>();
+  std::future<outcome> result = done->get_future();
+  start_async_wait(
+      state_, wait, forever,
+      [done](std::error_code ec, const std::string& detail, bool opened) {
+        done->set_value({ec, detail, opened});
+      },
+      false);
+  const outcome o = result.get();
+  if (o.ec) throw error(o.ec, o.detail);
+  return o.opened;
 }
 
 latch_status count_down_latch::status() const {
