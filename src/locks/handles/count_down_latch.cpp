@@ -94,7 +94,9 @@ class async_latch_wait : public std::enable_shared_from_this<async_latch_wait> {
     reading_ = true;
     try {
       io_.eval(state_->protocol.count(state_->name),
-               [self = shared_from_this()](std::error_code ec, reply r) { self->on_count(ec, r); });
+               [self = shared_from_this()](std::error_code ec, const reply& r) {
+                 self->on_count(ec, r);
+               });
     } catch (const error& e) {
       finish(e.code(), e.detail(), false);
     }
@@ -206,10 +208,6 @@ class async_latch_wait : public std::enable_shared_from_this<async_latch_wait> {
   clock::time_point retry_at_ = clock::time_point::max();
   std::chrono::milliseconds retry_delay_ = first_retry_delay;
 };
-
-}  // namespace
-
-namespace {
 
 using std::chrono::steady_clock;
 
