@@ -26,6 +26,7 @@
 #include <system_error>
 #include <vector>
 
+#include "dlock/count_down_latch.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock_metrics.hpp"
 #include "dlock/mutex.hpp"
@@ -117,6 +118,12 @@ class client {
   // existing count is kept). Cheap; sends nothing. Throws dlock::error(errc::invalid_argument)
   // for a name get_lock() refuses or a negative count.
   semaphore get_semaphore(std::string name, std::int64_t permits);
+
+  // client::get_count_down_latch()
+  // A handle to the count-down latch `name` (see dlock/count_down_latch.hpp), Redisson's
+  // RCountDownLatch. Cheap; sends nothing. Throws dlock::error(errc::invalid_argument) for a name
+  // get_lock() refuses.
+  count_down_latch get_count_down_latch(std::string name);
 
   // client::lock_metrics(): counters of this client's locks (no I/O; thread-safe).
   dlock::lock_metrics lock_metrics() const noexcept;

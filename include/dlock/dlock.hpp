@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dlock/client.hpp"
+#include "dlock/count_down_latch.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lock_lease.hpp"
 #include "dlock/mutex.hpp"

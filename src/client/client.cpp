@@ -11,7 +11,9 @@
 #include "core/process.hpp"
 #include "locks/engine/lock_engine.hpp"
 #include "locks/handles/handle_state.hpp"
+#include "locks/handles/latch_state.hpp"
 #include "locks/names.hpp"
+#include "locks/types/latch_protocol.hpp"
 #include "locks/types/plain_protocol.hpp"
 #include "locks/types/reentrant_protocol.hpp"
 #include "locks/types/semaphore_protocol.hpp"
@@ -79,12 +81,19 @@ const locks::semaphore_protocol& semaphore_for(std::int64_t initial_permits) {
   return *protocol;
 }
 
+const locks::latch_protocol& latch() {
+  static const locks::latch_protocol protocol;
+  return protocol;
+}
+
 // The scripts every command connection loads when it connects: those of every lock type.
 std::vector<std::string_view> lock_scripts() {
   std::vector<std::string_view> all = reentrant().scripts();
   for (std::string_view s : plain().scripts())
     all.push_back(s);
   for (std::string_view s : semaphore_for(0).scripts())
+    all.push_back(s);
+  for (std::string_view s : latch().scripts())
     all.push_back(s);
   return all;
 }
@@ -276,6 +285,13 @@ semaphore client::get_semaphore(std::string name, std::int64_t permits) {
   }
   return semaphore(
       std::make_shared<semaphore::impl>(impl_->locks, semaphore_for(permits), std::move(name)));
+}
+
+count_down_latch client::get_count_down_latch(std::string name) {
+  core::check_same_process(impl_->made_in);
+  locks::validate_lock_name(name);
+  return count_down_latch(
+      std::make_shared<count_down_latch::impl>(impl_->locks, latch(), std::move(name)));
 }
 
 subscription client::subscribe(const std::string& channel,

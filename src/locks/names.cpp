@@ -130,4 +130,15 @@ std::string wake_id(std::string_view owner_field) {
   return std::to_string(bits + 2);
 }
 
+std::string latch_channel(std::string_view name) {
+  constexpr std::string_view prefix = "redisson_countdownlatch__channel__";
+  std::string channel;
+  channel.reserve(prefix.size() + name.size() + 8);
+  channel.append(prefix).append("{").append(name).append("}");
+  const std::uint16_t slot = core::hash_slot(name);
+  if (core::hash_slot(channel) == slot) return channel;
+  channel.resize(prefix.size());
+  return channel.append("{").append(slot_tag(slot)).append("}:").append(name);
+}
+
 }  // namespace dlock::locks

@@ -75,6 +75,15 @@ inline std::string semaphore_channel(std::string_view name) {
   return derived_key("redisson_sc", name);
 }
 
+// latch_channel()
+//
+// Where a count-down latch N announces "0" (reached zero) and "1" (new count, or deleted):
+// Redisson's "redisson_countdownlatch__channel__{N}" (always braces, no colon) when that lands in
+// N's slot, which it does for every name without '}'; else
+// "redisson_countdownlatch__channel__{T}:N" with T = slot_tag(hash_slot(N)). Redisson keeps its
+// form for such names and then publishes outside N's slot (docs/locks.md, "Count-down latch").
+std::string latch_channel(std::string_view name);
+
 // fence_key()
 //
 // The counter that hands out N's fencing tokens: "dlock:fence:{N}" when N has no brace, else

@@ -11,6 +11,7 @@
 #include "exit_codes.hpp"
 #include "failover_demo.hpp"
 #include "flash_sale_demo.hpp"
+#include "latch.hpp"
 #include "redlock_exec.hpp"
 #include "redlock_sale_demo.hpp"
 #include "reward_demo.hpp"
@@ -125,6 +126,11 @@ Exit status: 0: the lock is free (it was released, or was not held); 64: usage e
 a key that holds data (a string, a hash of other fields), not a lock: it is left untouched;
 69: Redis unreachable, authentication refused or a Redis error.)";
 
+constexpr std::string_view latch_footer = R"(
+Exit status: 0: done (wait: the latch is open); 75: wait timed out, or set found a latch; 64:
+usage error, or NAME is a key that holds something else; 69: Redis unreachable, authentication
+refused or a Redis error.)";
+
 int run(int argc, char** argv) {
   CLI::App app{"dlock: distributed locks on Redis"};
   app.set_version_flag("--version", std::string("dlock ") + DLOCK_VERSION);
@@ -198,6 +204,30 @@ int run(int argc, char** argv) {
                        "renewal");
   unlock_cmd->add_option("name", unlock_name, "Lock name")->required();
   unlock_cmd->footer(std::string(unlock_footer));
+
+  std::string latch_name, latch_timeout;
+  std::int64_t latch_count = 0;
+  auto* latch_cmd = app.add_subcommand(
+      "latch", "A count-down latch (Redisson's RCountDownLatch): wait for it, count it down");
+  latch_cmd->require_subcommand(1);
+  auto* latch_wait = latch_cmd->add_subcommand(
+      "wait", "Wait until the latch's count is zero (or it does not exist)");
+  latch_wait->add_option("--timeout", latch_timeout,
+                         "Give up after SECONDS (fractions allowed; exit 75); default: wait for "
+                         "ever");
+  latch_wait->add_option("name", latch_name, "Latch name")->required();
+  latch_wait->footer(std::string(latch_footer));
+  auto* latch_down = latch_cmd->add_subcommand(
+      "count-down", "Count the latch down once; at zero its waiters are woken");
+  latch_down->add_option("name", latch_name, "Latch name")->required();
+  latch_down->footer(std::string(latch_footer));
+  auto* latch_set = latch_cmd->add_subcommand(
+      "set", "Set the latch's count, only if it does not exist (exit 75 if it does)");
+  latch_set->add_option("name", latch_name, "Latch name")->required();
+  latch_set->add_option("count", latch_count, "The count")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  latch_set->footer(std::string(latch_footer));
 
   auto* demo = app.add_subcommand("demo",
                                   "Runnable scenarios; without --redis they start a "
@@ -273,6 +303,20 @@ int run(int argc, char** argv) {
     }
     return run_force_unlock(url, unlock_name);
   }
+  if (latch_wait->parsed()) {
+    std::optional<std::chrono::milliseconds> timeout;
+    if (!latch_timeout.empty()) {
+      std::string problem;
+      timeout = parse_seconds(latch_timeout, "--timeout", true, problem);
+      if (!timeout) {
+        print_error(problem);
+        return exit_usage;
+      }
+    }
+    return run_latch_wait(url, latch_name, timeout);
+  }
+  if (latch_down->parsed()) return run_latch_count_down(url, latch_name);
+  if (latch_set->parsed()) return run_latch_set(url, latch_name, latch_count);
   // The demos use a private server unless --redis (not $DLOCK_REDIS_URL) names one.
   if (smoke->parsed()) return run_smoke_demo(redis_option);
   if (flash_sale->parsed()) {

@@ -9,6 +9,7 @@
 #include "dlock/dlock.hpp"
 #include "exit_codes.hpp"
 #include "json.hpp"
+#include "latch.hpp"
 
 namespace dlock::cli {
 namespace {
@@ -128,7 +129,9 @@ int run_status(const std::string& redis_url, const std::string& name, bool json)
       s = redis.get_lock(name).status();
     } catch (const dlock::error& e) {
       if (e.code() == errc::wrong_type && redis.command({"TYPE", name}).str == "string") {
-        // A plain lock, or a string that holds data (the library tells them apart).
+        // A count-down latch (a whole number), a plain lock, or a string that holds data (the
+        // library tells the last two apart).
+        if (holds_latch(redis, name)) return print_latch_status(redis, name, json);
         try {
           s = redis.get_plain_lock(name).status();
           kind = lock_kind::plain;
