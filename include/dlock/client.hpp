@@ -31,6 +31,7 @@
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/plain_lock.hpp"
+#include "dlock/shared_mutex.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/routing_metrics.hpp"
 #include "dlock/script.hpp"
@@ -109,6 +110,12 @@ class client {
   // holder's value, as redis-py, redsync and node-redlock keep it; not reentrant. Cheap; sends
   // nothing. Throws dlock::error(errc::invalid_argument) for a name get_lock() refuses.
   plain_lock get_plain_lock(std::string name);
+
+  // client::get_read_write_lock()
+  // A handle to the read-write lock `name` (see dlock/shared_mutex.hpp), Redisson's
+  // RReadWriteLock on the wire. Cheap; sends nothing. Throws dlock::error(errc::invalid_argument)
+  // for a name get_lock() refuses.
+  shared_mutex get_read_write_lock(std::string name);
 
   // client::lock_metrics(): counters of this client's locks (no I/O; thread-safe).
   dlock::lock_metrics lock_metrics() const noexcept;

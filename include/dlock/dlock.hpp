@@ -10,4 +10,5 @@
 #include "dlock/redlock.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
+#include "dlock/shared_mutex.hpp"
 #include "dlock/subscription.hpp"

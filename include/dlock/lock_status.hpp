@@ -25,6 +25,10 @@ struct lock_status {
   // Connections subscribed to the unlock channel. dlock uses one per client however many of its
   // threads wait, so this counts waiting clients (Redisson: one per waiting JVM), not threads.
   std::uint64_t subscribers = 0;
+  // Read-write locks (dlock::shared_mutex): "read" or "write" while held, empty when free or for
+  // other lock types; and the dlock writers waiting, whose intent holds new readers back.
+  std::string mode;
+  std::uint64_t waiting_writers = 0;
 };
 
 }  // namespace dlock

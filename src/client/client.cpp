@@ -12,6 +12,7 @@
 #include "locks/names.hpp"
 #include "locks/types/plain_protocol.hpp"
 #include "locks/types/reentrant_protocol.hpp"
+#include "locks/types/rw_protocol.hpp"
 #include "net/sync_call.hpp"
 #include "net/transport.hpp"
 #include "pubsub/subscriber.hpp"
@@ -65,10 +66,22 @@ const locks::plain_protocol& plain() {
   return protocol;
 }
 
+const locks::rw_read_protocol& rw_read() {
+  static const locks::rw_read_protocol protocol;
+  return protocol;
+}
+
+const locks::rw_write_protocol& rw_write() {
+  static const locks::rw_write_protocol protocol;
+  return protocol;
+}
+
 // The scripts every command connection loads when it connects: those of every lock type.
 std::vector<std::string_view> lock_scripts() {
   std::vector<std::string_view> all = reentrant().scripts();
   for (std::string_view s : plain().scripts())
+    all.push_back(s);
+  for (std::string_view s : rw_write().scripts())  // both sides share their scripts
     all.push_back(s);
   return all;
 }
@@ -98,6 +111,8 @@ struct client::impl {
     // Every lock type shows in metrics_text() from the start, with zeros.
     (void)locks->counters().of(reentrant().kind());
     (void)locks->counters().of(plain().kind());
+    (void)locks->counters().of(rw_read().kind());
+    (void)locks->counters().of(rw_write().kind());
   }
 
   ~impl() {
@@ -248,6 +263,13 @@ plain_lock client::get_plain_lock(std::string name) {
   locks::validate_lock_name(name);
   return plain_lock(
       std::make_shared<plain_lock::impl>(impl_->locks, locks::lock_ref{&plain(), std::move(name)}));
+}
+
+shared_mutex client::get_read_write_lock(std::string name) {
+  core::check_same_process(impl_->made_in);
+  locks::validate_lock_name(name);
+  return shared_mutex(std::make_shared<shared_mutex::impl>(
+      impl_->locks, locks::lock_ref{&rw_read(), name}, locks::lock_ref{&rw_write(), name}));
 }
 
 subscription client::subscribe(const std::string& channel,

@@ -11,6 +11,7 @@
 #include "dlock/lock_lease.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/plain_lock.hpp"
+#include "dlock/shared_mutex.hpp"
 #include "locks/engine/lock_engine.hpp"
 
 namespace dlock {
@@ -29,6 +30,15 @@ class plain_lock::impl {
       : engine(std::move(e)), lock(std::move(l)) {}
   const std::shared_ptr<locks::lock_engine> engine;
   const locks::lock_ref lock;
+};
+
+class shared_mutex::impl {
+ public:
+  impl(std::shared_ptr<locks::lock_engine> e, locks::lock_ref r, locks::lock_ref w)
+      : engine(std::move(e)), read(std::move(r)), write(std::move(w)) {}
+  const std::shared_ptr<locks::lock_engine> engine;
+  const locks::lock_ref read;   // shared holds
+  const locks::lock_ref write;  // the exclusive hold
 };
 
 class lock_lease::impl {

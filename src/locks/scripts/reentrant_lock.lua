@@ -22,6 +22,7 @@
 -- Returns {1, token}     acquired (first hold): token strictly greater than every earlier one
 --         {2, count}     re-entered: the holder's new hold count
 --         {0, pttl}      held by someone else: milliseconds until its lease ends (-1: no TTL)
+--         {-1, 0}        the hash is a read-write lock (it has a "mode" field)
 local counter_ttl_ms = 86400000
 
 local function next_token()
@@ -46,5 +47,8 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hset', KEYS[1], ARGV[2], known + 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {2, known + 1}
+end
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return {-1, 0}  -- a read-write lock (rw_read_lock.lua): not ours to take
 end
 return {0, redis.call('pttl', KEYS[1])}
