@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <shared_mutex>  // std::shared_lock, for callers
 #include <stop_token>
 #include <string>
 #include <system_error>

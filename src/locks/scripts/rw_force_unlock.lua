@@ -14,7 +14,7 @@ if kind ~= 'hash' then
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode ~= 'read' and mode ~= 'write' then
-  return {-1, 'a hash that is not a read-write lock (no mode)'}
+  return {-1, 'a hash without a mode (a reentrant lock: dlock::mutex, Redisson RLock; or other data)'}
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[1], KEYS[2], '1')
