@@ -31,10 +31,10 @@
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
 #include "dlock/plain_lock.hpp"
-#include "dlock/shared_mutex.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/routing_metrics.hpp"
 #include "dlock/script.hpp"
+#include "dlock/shared_mutex.hpp"
 #include "dlock/subscription.hpp"
 
 namespace dlock {

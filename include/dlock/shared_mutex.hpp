@@ -39,6 +39,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <shared_mutex>  // std::shared_lock, for callers
@@ -46,8 +47,10 @@
 #include <string>
 #include <system_error>
 
+#include "dlock/lock_lease.hpp"
 #include "dlock/lock_options.hpp"
 #include "dlock/lock_status.hpp"
+#include "dlock/mutex.hpp"  // acquire_options, lease_handler
 
 namespace dlock {
 
@@ -103,6 +106,13 @@ class shared_mutex {
   // Stopped when this thread's current write hold is lost.
   std::stop_token stop_token() const noexcept;
 
+  // shared_mutex::async_acquire(options, done), async_acquire(options)
+  // Take the write lock without blocking the caller, for a new lock_lease that any thread may
+  // release; as mutex::async_acquire() in every other respect (the holder is the lease, not a
+  // thread, so this is never an upgrade).
+  void async_acquire(const acquire_options& options, lease_handler done);
+  std::future<lock_lease> async_acquire(const acquire_options& options);
+
   // --- read holds (shared) ---
 
   // shared_mutex::lock_shared()
@@ -132,6 +142,12 @@ class shared_mutex {
   // Releases one read hold of this thread. Never throws.
   void unlock_shared() noexcept { (void)unlock_shared_checked(); }
   std::error_code unlock_shared_checked() noexcept;
+  // shared_mutex::async_acquire_shared(options, done), async_acquire_shared(options)
+  // A read hold for a new lock_lease, as async_acquire(). The lease's fencing_token() is the
+  // read hold's id, not a fencing token (read holds take none).
+  void async_acquire_shared(const acquire_options& options, lease_handler done);
+  std::future<lock_lease> async_acquire_shared(const acquire_options& options);
+
   // This thread's read holds (no I/O; 0 if none, or lost).
   std::uint64_t shared_hold_count() const noexcept;
   // Stopped when this thread's current read holds are lost.
@@ -174,8 +190,8 @@ class shared_mutex {
   }
   bool acquire_for(bool shared, steady_clock::duration wait,
                    const std::chrono::milliseconds* lease);
-  bool acquire_for(bool shared, steady_clock::duration wait,
-                   const std::chrono::milliseconds* lease, std::error_code& ec) noexcept;
+  bool acquire_for(bool shared, steady_clock::duration wait, const std::chrono::milliseconds* lease,
+                   std::error_code& ec) noexcept;
 
   std::shared_ptr<impl> state_;
 };

@@ -194,14 +194,14 @@ TEST_F(RwScriptsTest, ReadHoldsKeepRedissonsLayoutOneLeaseKeyPerHold) {
   EXPECT_EQ(prefix(reader_a), "{" + name + "}:" + reader_a + ":rwlock_timeout");
   EXPECT_EQ(c.command({"GET", prefix(reader_a) + ":1"}).str, std::to_string(id.integer));
   EXPECT_EQ(c.command({"GET", prefix(reader_a) + ":2"}).str, "1");
-  for (const std::string key : {prefix(reader_a) + ":1", prefix(reader_a) + ":2", name}) {
+  for (const std::string& key : {prefix(reader_a) + ":1", prefix(reader_a) + ":2", name}) {
     EXPECT_GT(pttl(key), 30000 - ttl_slack_ms) << key;
   }
   // One hold fewer: its key goes; the last: the hash goes and "0" wakes a waiter.
   EXPECT_EQ(read_unlock(reader_a, static_cast<std::uint64_t>(id.integer), 1), 0);
   EXPECT_EQ(c.command({"EXISTS", prefix(reader_a) + ":2"}).integer, 0);
-  const auto messages =
-      published([&] { EXPECT_EQ(read_unlock(reader_a, static_cast<std::uint64_t>(id.integer)), 1); });
+  const auto messages = published(
+      [&] { EXPECT_EQ(read_unlock(reader_a, static_cast<std::uint64_t>(id.integer)), 1); });
   EXPECT_EQ(messages, std::vector<std::string>{"0"});
   EXPECT_EQ(c.command({"EXISTS", name, prefix(reader_a) + ":1"}).integer, 0);
 }
@@ -282,9 +282,8 @@ TEST_F(RwScriptsTest, ReadRenewalExtendsEveryLeaseKeyAndReportsLostHolds) {
   const auto id = read_lock(reader_a).second.integer;
   ASSERT_EQ(read_lock(reader_a, 1).first, 2);
   c.command({"PEXPIRE", prefix(reader_a) + ":2", "1000"});
-  const reply r =
-      c.eval(read_renew_script, {name, prefix(reader_a), name, prefix(reader_b)},
-             {"60000", reader_a, std::to_string(id), reader_b, "0"});
+  const reply r = c.eval(read_renew_script, {name, prefix(reader_a), name, prefix(reader_b)},
+                         {"60000", reader_a, std::to_string(id), reader_b, "0"});
   ASSERT_EQ(r.elements.size(), 2u);
   EXPECT_EQ(r.elements[0].integer, 1);
   EXPECT_EQ(r.elements[1].integer, 0);  // never held
@@ -344,22 +343,20 @@ TEST_F(RwScriptsTest, RedissonAndDlockReadersShareAndRedissonsUnlockKeepsALiveDl
   EXPECT_EQ(hget(java_thread), "1");
   // Redisson's unlock computes the hash's TTL from every reader's lease keys, dlock's included:
   // the hash stays while the dlock reader lives.
-  EXPECT_EQ(c.eval(java_read_unlock_script, {name, channel, prefix(java_thread), base},
-                   {java_thread})
-                .integer,
-            0);
+  EXPECT_EQ(
+      c.eval(java_read_unlock_script, {name, channel, prefix(java_thread), base}, {java_thread})
+          .integer,
+      0);
   EXPECT_EQ(hget("mode"), "read");
   EXPECT_GT(pttl(name), 30000 - ttl_slack_ms);
   // Redisson's writer is refused while the dlock reader holds; dlock's last read unlock frees it.
   EXPECT_GT(c.eval(java_write_lock_script, {name}, {lease_ms, java_thread + ":write"}).integer, 0);
   EXPECT_EQ(read_unlock(reader_a, static_cast<std::uint64_t>(id)), 1);
-  EXPECT_TRUE(
-      c.eval(java_write_lock_script, {name}, {lease_ms, java_thread + ":write"}).is_nil());
+  EXPECT_TRUE(c.eval(java_write_lock_script, {name}, {lease_ms, java_thread + ":write"}).is_nil());
 }
 
 TEST_F(RwScriptsTest, RedissonsWriterExcludesDlockAndDlocksWriterExcludesRedisson) {
-  ASSERT_TRUE(
-      c.eval(java_write_lock_script, {name}, {lease_ms, java_thread + ":write"}).is_nil());
+  ASSERT_TRUE(c.eval(java_write_lock_script, {name}, {lease_ms, java_thread + ":write"}).is_nil());
   EXPECT_EQ(read_lock(reader_a).first, 0);
   EXPECT_EQ(write_lock(reader_a, false).first, 0);
   const auto messages = published([&] {

@@ -367,8 +367,8 @@ TEST(SharedMutexProcesses, AKilledReadersHoldEndsWithinItsLease) {
   redis_server server;
   const std::string name = unique_key("rw");
   constexpr auto lease = 2000ms;
-  test::child_process child({DLOCK_TEST_LOCK_WORKER, "rw-hold-read", server.url(), name,
-                             std::to_string(lease.count())});
+  test::child_process child(
+      {DLOCK_TEST_LOCK_WORKER, "rw-hold-read", server.url(), name, std::to_string(lease.count())});
   ASSERT_EQ(child.read_line(10s), "locked");
   client c{server.url()};
   shared_mutex rw = c.get_read_write_lock(name);

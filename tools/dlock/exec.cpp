@@ -137,11 +137,14 @@ class acquisition {
 // plain lock's key its value ("<owner>:<token>"). When Redis cannot be asked, the library's view
 // stands: it reports a hold it could not confirm in time as lost.
 bool still_held(const dlock::mutex& m, const std::optional<dlock::plain_lock>& plain,
+                const std::optional<dlock::shared_mutex>& rw, bool writer,
                 const lock_lease& lease) {
   try {
-    const lock_status s = plain ? plain->status() : m.status();
+    const lock_status s = plain ? plain->status() : rw ? rw->status() : m.status();
     const std::string owner =
-        plain ? lease.owner_id() + ":" + std::to_string(lease.fencing_token()) : lease.owner_id();
+        plain    ? lease.owner_id() + ":" + std::to_string(lease.fencing_token())
+        : writer ? lease.owner_id() + ":write"  // the read-write lock's writer field
+                 : lease.owner_id();
     return std::any_of(s.holders.begin(), s.holders.end(),
                        [&](const lock_holder& h) { return h.owner == owner; });
   } catch (const dlock::error& e) {
@@ -163,7 +166,8 @@ std::vector<std::string> command_environment(const exec_options& o, const lock_l
     env.emplace_back(entry);
   }
   env.push_back("DLOCK_NAME=" + o.name);
-  env.push_back("DLOCK_TOKEN=" + std::to_string(lease.fencing_token()));
+  // A read hold has no fencing token (its lease's token is the hold's id).
+  env.push_back("DLOCK_TOKEN=" + std::to_string(o.shared ? 0 : lease.fencing_token()));
   env.push_back("DLOCK_OWNER=" + lease.owner_id());
   return env;
 }
@@ -300,6 +304,8 @@ int run_exec(const exec_options& o) {
     dlock::mutex m = redis.get_lock(o.name);
     std::optional<dlock::plain_lock> plain;
     if (o.plain) plain.emplace(redis.get_plain_lock(o.name));
+    std::optional<dlock::shared_mutex> rw;
+    if (o.shared || o.exclusive) rw.emplace(redis.get_read_write_lock(o.name));
     // Connection and authentication problems surface here, with the server's own words.
     redis.command({"PING"});
 
@@ -310,7 +316,10 @@ int run_exec(const exec_options& o) {
         .wait = o.nonblock ? std::optional(std::chrono::milliseconds(0)) : o.wait,
         .lease = o.lease,
         .cancel = give_up.get_token()};
-    waiting.start(plain ? plain->async_acquire(wait_options) : m.async_acquire(wait_options));
+    waiting.start(
+        plain ? plain->async_acquire(wait_options)
+        : rw ? (o.shared ? rw->async_acquire_shared(wait_options) : rw->async_acquire(wait_options))
+             : m.async_acquire(wait_options));
     int signalled = 0;
     while (!waiting.done()) {
       std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{waiting.fd(), POLLIN, 0}};
@@ -434,7 +443,9 @@ int run_exec(const exec_options& o) {
 
     // Renewals notice a lost hold only every third of the lease, so a lock deleted or taken since
     // the last one would go unnoticed: one look at the lock before releasing it closes that gap.
-    if (!lost && !still_held(m, plain, lease)) report_lost(", noticed when it ended");
+    if (!lost && !still_held(m, plain, rw, o.exclusive, lease)) {
+      report_lost(", noticed when it ended");
+    }
     // The hold may also have been reported lost just now, with the pipe not yet read.
     if (lease.release() == errc::lock_lost && !lost) report_lost("");
     if (lost) {

@@ -18,6 +18,10 @@ struct exec_options {
   // The plain lock (SET NX PX, shared with redis-py, redsync, node-redlock; --plain) instead of
   // the reentrant one.
   bool plain = false;
+  // The read-write lock (Redisson's RReadWriteLock layout): a read hold (-s) or the write lock
+  // (-x), as flock(1)'s --shared and --exclusive. At most one of plain, shared, exclusive.
+  bool shared = false;
+  bool exclusive = false;
   // How long to wait for the lock (-w); std::nullopt waits until it is acquired.
   std::optional<std::chrono::milliseconds> wait;
   // An explicit lease, never renewed (--lease); std::nullopt: a watchdog lease.

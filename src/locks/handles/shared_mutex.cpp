@@ -24,7 +24,46 @@ auto no_throw(std::error_code& ec, F&& f) noexcept -> decltype(f()) {
   return decltype(f())();
 }
 
+void start(locks::lock_engine& engine, const locks::lock_ref& lock, const acquire_options& options,
+           lease_handler done) {
+  if (!done) throw error(errc::invalid_argument, "an asynchronous acquisition needs a handler");
+  engine.async_acquire(lock, options,
+                       [done = std::move(done)](std::error_code ec, const std::string&,
+                                                lock_lease lease) { done(ec, std::move(lease)); });
+}
+
+std::future<lock_lease> start(locks::lock_engine& engine, const locks::lock_ref& lock,
+                              const acquire_options& options) {
+  auto promise = std::make_shared<std::promise<lock_lease>>();
+  auto future = promise->get_future();
+  engine.async_acquire(lock, options,
+                       [promise](std::error_code ec, const std::string& detail, lock_lease lease) {
+                         if (ec) {
+                           promise->set_exception(std::make_exception_ptr(error(ec, detail)));
+                         } else {
+                           promise->set_value(std::move(lease));
+                         }
+                       });
+  return future;
+}
+
 }  // namespace
+
+void shared_mutex::async_acquire(const acquire_options& options, lease_handler done) {
+  start(*state_->engine, state_->write, options, std::move(done));
+}
+
+std::future<lock_lease> shared_mutex::async_acquire(const acquire_options& options) {
+  return start(*state_->engine, state_->write, options);
+}
+
+void shared_mutex::async_acquire_shared(const acquire_options& options, lease_handler done) {
+  start(*state_->engine, state_->read, options, std::move(done));
+}
+
+std::future<lock_lease> shared_mutex::async_acquire_shared(const acquire_options& options) {
+  return start(*state_->engine, state_->read, options);
+}
 
 void shared_mutex::lock() {
   (void)acquire_for(false, steady_clock::duration::max(), nullptr);

@@ -223,8 +223,8 @@ attempt_outcome rw_write_protocol::read_attempt(const reply& r) const {
 script_call rw_write_protocol::release(const release_request& request) const {
   return {&write_unlock_,
           {request.name, rwlock_channel(request.name), fence_key(request.name)},
-          {ms_arg(request.lease), rw_writer_field(request.owner),
-           std::to_string(request.remaining), std::to_string(request.token), "publish"},
+          {ms_arg(request.lease), rw_writer_field(request.owner), std::to_string(request.remaining),
+           std::to_string(request.token), "publish"},
           4};
 }
 
