@@ -236,6 +236,19 @@ TEST_F(RwScriptsTest, ReadersShareAndAWriterWaitsWithAnIntentThatHoldsNewReaders
   EXPECT_EQ(read_lock(reader_b).first, 1);
 }
 
+TEST_F(RwScriptsTest, AnIntentThatIsNotRenewedExpires) {
+  // A writer that crashed while waiting: its intent holds new readers back only until its score.
+  ASSERT_EQ(read_lock(reader_a).first, 1);
+  const reply r = c.eval(write_lock_script, {name, fence, writers, base, channel},
+                         {lease_ms, "w:9:write", "w:9", "0", "1", "300", refresh_ms, "publish"});
+  ASSERT_EQ(r.elements.at(0).integer, 0);
+  const auto [held_back, wait] = read_lock(reader_b);
+  EXPECT_EQ(held_back, 0);
+  EXPECT_LE(wait.integer, 300);  // told to retry when the intent runs out
+  // No event announces an expiry: poll the reader's attempt.
+  EXPECT_TRUE(test::eventually([&] { return read_lock(reader_b).first == 1; }, 300ms + 2s));
+}
+
 TEST_F(RwScriptsTest, WriteHoldsTakeFencingTokensAndExcludeEveryone) {
   const auto [status, token] = write_lock("w:1", true);
   ASSERT_EQ(status, 1);

@@ -414,5 +414,38 @@ TEST(SharedMutexInterop, AWriterWakesOnRedissonsReadUnlock) {
   EXPECT_LT(at - released, timing_slack);
 }
 
+// Redisson's write unlock (RedissonWriteLock.java:77-117) publishes "1": every waiting dlock
+// reader wakes at once, long before the writer's lease would end.
+TEST(SharedMutexInterop, ReadersWakeOnRedissonsWriteUnlock) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("rw");
+  const std::string java_writer = "6f1d2c3b-4a59-4e7f-8a9b-0c1d2e3f4a5b:77:write";
+  c.command({"HSET", name, "mode", "write", java_writer, "1"});
+  c.command({"PEXPIRE", name, "30000"});
+  const script java_write_unlock{
+      "redis.call('hdel', KEYS[1], ARGV[1]) "
+      "if redis.call('hlen', KEYS[1]) == 1 then redis.call('del', KEYS[1]) "
+      "redis.call('publish', KEYS[2], '1') end return 1"};
+  shared_mutex rw = c.get_read_write_lock(name);
+  std::vector<std::future<std::pair<bool, steady_clock::time_point>>> readers;
+  for (int i = 0; i < 3; ++i) {
+    readers.push_back(std::async(std::launch::async, [&] {
+      const bool ok = rw.try_lock_shared_for(20s);
+      const auto at = steady_clock::now();
+      if (ok) rw.unlock_shared();
+      return std::pair{ok, at};
+    }));
+  }
+  ASSERT_TRUE(test::eventually([&] { return rw.status().subscribers == 1; }));
+  const auto released = steady_clock::now();
+  c.eval(java_write_unlock, {name, locks::rwlock_channel(name)}, {java_writer});
+  for (auto& r : readers) {
+    const auto [ok, at] = r.get();
+    EXPECT_TRUE(ok);
+    EXPECT_LT(at - released, timing_slack);
+  }
+}
+
 }  // namespace
 }  // namespace dlock
