@@ -89,6 +89,11 @@ class shared_mutex {
     const auto explicit_lease = lease.value();
     return acquire_for(false, to_steady(wait), &explicit_lease);
   }
+  template <typename Rep, typename Period>
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
+                                  std::error_code& ec) noexcept {
+    return acquire_for(false, to_steady(wait), nullptr, ec);
+  }
   template <typename Clock, typename Duration>
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
     return acquire_for(false, until(deadline), nullptr);
@@ -133,6 +138,11 @@ class shared_mutex {
                                          lease_time lease) {
     const auto explicit_lease = lease.value();
     return acquire_for(true, to_steady(wait), &explicit_lease);
+  }
+  template <typename Rep, typename Period>
+  [[nodiscard]] bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& wait,
+                                         std::error_code& ec) noexcept {
+    return acquire_for(true, to_steady(wait), nullptr, ec);
   }
   template <typename Clock, typename Duration>
   [[nodiscard]] bool try_lock_shared_until(

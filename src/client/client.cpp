@@ -268,8 +268,10 @@ plain_lock client::get_plain_lock(std::string name) {
 shared_mutex client::get_read_write_lock(std::string name) {
   core::check_same_process(impl_->made_in);
   locks::validate_lock_name(name);
+  std::string read_name = name;  // one lock_ref per side
   return shared_mutex(std::make_shared<shared_mutex::impl>(
-      impl_->locks, locks::lock_ref{&rw_read(), name}, locks::lock_ref{&rw_write(), name}));
+      impl_->locks, locks::lock_ref{&rw_read(), std::move(read_name)},
+      locks::lock_ref{&rw_write(), std::move(name)}));
 }
 
 subscription client::subscribe(const std::string& channel,

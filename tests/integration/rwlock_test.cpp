@@ -283,6 +283,30 @@ TEST(SharedMutex, AWriterIsNotStarvedByAStreamOfOverlappingReaders) {
   EXPECT_EQ(inside_while_writing, 0);
 }
 
+TEST(SharedMutex, AsynchronousAcquisitionsGiveLeasesOfEitherSide) {
+  redis_server server;
+  client c{server.url()};
+  shared_mutex rw = c.get_read_write_lock(unique_key("rw"));
+  lock_lease first = rw.async_acquire_shared({}).get();
+  lock_lease second = rw.async_acquire_shared({.wait = 0ms}).get();
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(second);  // readers share
+  EXPECT_NE(first.owner_id(), second.owner_id());
+  EXPECT_FALSE(rw.async_acquire({.wait = 0ms}).get()) << "a writer beside readers";
+  auto writing = rw.async_acquire({.wait = 20s});
+  EXPECT_EQ(first.release(), std::error_code());
+  EXPECT_EQ(second.release(), std::error_code());
+  lock_lease writer = writing.get();
+  ASSERT_TRUE(writer);
+  EXPECT_GT(writer.fencing_token(), 0u);
+  EXPECT_EQ(rw.status().holders.at(0).owner, writer.owner_id() + ":write");
+  std::error_code ec;
+  EXPECT_FALSE(rw.try_lock_shared_for(0ms, ec));
+  EXPECT_FALSE(ec);
+  EXPECT_EQ(writer.release(), std::error_code());
+  EXPECT_FALSE(rw.is_locked());
+}
+
 TEST(SharedMutex, LostReadAndWriteHoldsAreReported) {
   redis_server server;
   constexpr auto lease = 600ms;
