@@ -36,6 +36,7 @@
 #include "dlock/routing_metrics.hpp"
 #include "dlock/script.hpp"
 #include "dlock/semaphore.hpp"
+#include "dlock/shared_mutex.hpp"
 #include "dlock/subscription.hpp"
 
 namespace dlock {
@@ -124,6 +125,12 @@ class client {
   // RCountDownLatch. Cheap; sends nothing. Throws dlock::error(errc::invalid_argument) for a name
   // get_lock() refuses.
   count_down_latch get_count_down_latch(std::string name);
+
+  // client::get_read_write_lock()
+  // A handle to the read-write lock `name` (see dlock/shared_mutex.hpp), Redisson's
+  // RReadWriteLock on the wire. Cheap; sends nothing. Throws dlock::error(errc::invalid_argument)
+  // for a name get_lock() refuses.
+  shared_mutex get_read_write_lock(std::string name);
 
   // client::lock_metrics(): counters of this client's locks (no I/O; thread-safe).
   dlock::lock_metrics lock_metrics() const noexcept;

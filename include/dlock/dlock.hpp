@@ -12,4 +12,5 @@
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
 #include "dlock/semaphore.hpp"
+#include "dlock/shared_mutex.hpp"
 #include "dlock/subscription.hpp"

@@ -31,6 +31,10 @@ struct lock_status {
   // held); a lock of another kind leaves both 0. Holders are then the permits: owner = permit id.
   std::int64_t permits_available = 0;
   std::int64_t permits_total = 0;
+  // Read-write locks (dlock::shared_mutex): "read" or "write" while held, empty when free or for
+  // other lock types; and the dlock writers waiting, whose intent holds new readers back.
+  std::string mode;
+  std::uint64_t waiting_writers = 0;
 };
 
 }  // namespace dlock

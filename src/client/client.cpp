@@ -16,6 +16,7 @@
 #include "locks/types/latch_protocol.hpp"
 #include "locks/types/plain_protocol.hpp"
 #include "locks/types/reentrant_protocol.hpp"
+#include "locks/types/rw_protocol.hpp"
 #include "locks/types/semaphore_protocol.hpp"
 #include "net/sync_call.hpp"
 #include "net/transport.hpp"
@@ -86,6 +87,16 @@ const locks::latch_protocol& latch() {
   return protocol;
 }
 
+const locks::rw_read_protocol& rw_read() {
+  static const locks::rw_read_protocol protocol;
+  return protocol;
+}
+
+const locks::rw_write_protocol& rw_write() {
+  static const locks::rw_write_protocol protocol;
+  return protocol;
+}
+
 // The scripts every command connection loads when it connects: those of every lock type.
 std::vector<std::string_view> lock_scripts() {
   std::vector<std::string_view> all = reentrant().scripts();
@@ -94,6 +105,8 @@ std::vector<std::string_view> lock_scripts() {
   for (std::string_view s : semaphore_for(0).scripts())
     all.push_back(s);
   for (std::string_view s : latch().scripts())
+    all.push_back(s);
+  for (std::string_view s : rw_write().scripts())  // both sides share their scripts
     all.push_back(s);
   return all;
 }
@@ -124,6 +137,8 @@ struct client::impl {
     (void)locks->counters().of(reentrant().kind());
     (void)locks->counters().of(plain().kind());
     (void)locks->counters().of(semaphore_for(0).kind());
+    (void)locks->counters().of(rw_read().kind());
+    (void)locks->counters().of(rw_write().kind());
   }
 
   ~impl() {
@@ -292,6 +307,15 @@ count_down_latch client::get_count_down_latch(std::string name) {
   locks::validate_lock_name(name);
   return count_down_latch(
       std::make_shared<count_down_latch::impl>(impl_->locks, latch(), std::move(name)));
+}
+
+shared_mutex client::get_read_write_lock(std::string name) {
+  core::check_same_process(impl_->made_in);
+  locks::validate_lock_name(name);
+  std::string read_name = name;  // one lock_ref per side
+  return shared_mutex(std::make_shared<shared_mutex::impl>(
+      impl_->locks, locks::lock_ref{&rw_read(), std::move(read_name)},
+      locks::lock_ref{&rw_write(), std::move(name)}));
 }
 
 subscription client::subscribe(const std::string& channel,

@@ -104,6 +104,21 @@ std::string derived_key(std::string_view prefix, std::string_view name, std::str
   return key.append(colon_suffix).append(suffix);
 }
 
+std::string suffix_base(std::string_view name) {
+  const std::uint16_t slot = core::hash_slot(name);
+  std::string base;
+  if (name.find('{') != std::string_view::npos) {
+    base = std::string(name);
+  } else {
+    base.append("{").append(name).append("}");
+  }
+  // Compared with a suffix: a base without a tag of its own only routes as N through one.
+  if (core::hash_slot(base + ":x") == slot) return base;
+  base.clear();
+  if (name.find('}') == std::string_view::npos) return base.append("{").append(name).append("}");
+  return base.append("{").append(slot_tag(slot)).append("}:").append(name);
+}
+
 std::string own_key(std::string_view prefix, std::string_view name) {
   std::string key;
   key.reserve(prefix.size() + name.size() + 10);

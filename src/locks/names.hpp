@@ -84,6 +84,31 @@ inline std::string semaphore_channel(std::string_view name) {
 // form for such names and then publishes outside N's slot (docs/locks.md, "Count-down latch").
 std::string latch_channel(std::string_view name);
 
+// "redisson_rwlock:{N}" for ordinary names: where releases of the read-write lock N are announced
+// ("0" by a read unlock, "1" by a write unlock, as Redisson's RReadWriteLock).
+inline std::string rwlock_channel(std::string_view name) {
+  return derived_key("redisson_rwlock", name);
+}
+
+// "dlock:rwlock_writers:{N}" for ordinary names: the waiting dlock writers of the read-write lock
+// N (a sorted set), which new dlock readers let go first (see rw_write_lock.lua).
+inline std::string rwlock_writers_key(std::string_view name) {
+  return derived_key("dlock:rwlock_writers", name);
+}
+
+// suffix_base()
+//
+// The start of the keys Redisson derives from N with `suffixName(N, S)` = base + ":" + S: "{N}",
+// or N itself when N contains '{' (RedissonObject.suffixName), kept when it lands in N's slot;
+// else "{N}" for a name without '}', else "{T}:N" (T = slot_tag(hash_slot(N))), as derived_key().
+std::string suffix_base(std::string_view name);
+
+// "{N}:<reader field>:rwlock_timeout" for ordinary names: the prefix of a reader's per-hold lease
+// keys (":1", ":2", ... one per hold), as Redisson's RedissonReadLock names them.
+inline std::string rwlock_timeout_prefix(std::string_view name, std::string_view reader_field) {
+  return suffix_base(name).append(":").append(reader_field).append(":rwlock_timeout");
+}
+
 // fence_key()
 //
 // The counter that hands out N's fencing tokens: "dlock:fence:{N}" when N has no brace, else

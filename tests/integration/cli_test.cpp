@@ -1193,3 +1193,93 @@ TEST(CliDemo, FailoverRefusesAServerItDidNotStart) {
 
 }  // namespace
 }  // namespace dlock
+
+// --- the read-write lock (-s, -x)
+// -----------------------------------------------------------------
+
+namespace dlock {
+namespace {
+
+TEST(CliReadWrite, SharedExecsRunTogetherAndAnExclusiveOneWaitsForThem) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("rw");
+  const std::string show = R"(echo "$DLOCK_TOKEN $DLOCK_OWNER"; read line; exit 0)";
+  cli_process first({"--redis", server.url(), "exec", "-s", name, "--", "sh", "-c", show});
+  cli_process second({"--redis", server.url(), "exec", "--shared", name, "--", "sh", "-c", show});
+  // Both commands run at once: readers share.
+  const auto first_line = first.read_line(), second_line = second.read_line();
+  ASSERT_TRUE(first_line) << first.err();
+  ASSERT_TRUE(second_line) << second.err();
+  EXPECT_EQ(first_line->substr(0, 2), "0 ") << "a read hold has no fencing token";
+  EXPECT_EQ(c.command({"HGET", name, "mode"}).str, "read");
+
+  EXPECT_EQ(run_cli(server.url(), {"exec", "-x", "-n", name, "--", "true"}).exit_code, 75);
+  // A reentrant lock on the name meets a read-write lock: refused as another kind (64).
+  EXPECT_EQ(run_cli(server.url(), {"exec", "-n", name, "--", "true"}).exit_code, 64);
+
+  const json held = status_json(server.url(), name);
+  EXPECT_TRUE(held["locked"].boolean);
+  EXPECT_EQ(held["kind"].text, "read_write");
+  EXPECT_EQ(held["mode"].text, "read");
+  EXPECT_EQ(held["holders"].items.size(), 2u);
+  const tools::command_result text = run_cli(server.url(), {"status", name});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("read-write lock"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("mode                read"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("reader              " + first_line->substr(2)), std::string::npos)
+      << text.out;
+
+  // A waiting writer runs once both readers have left.
+  cli_process writer({"--redis", server.url(), "exec", "-x", name, "--", "sh", "-c", show});
+  EXPECT_FALSE(writer.read_line(500ms)) << "the writer ran beside readers";
+  first.close_stdin();
+  EXPECT_EQ(first.wait(), 0) << first.err();
+  EXPECT_FALSE(writer.read_line(300ms)) << "the writer ran beside a reader";
+  second.close_stdin();
+  EXPECT_EQ(second.wait(), 0) << second.err();
+  const auto writer_line = writer.read_line();
+  ASSERT_TRUE(writer_line) << writer.err();
+  EXPECT_GT(std::stoull(writer_line->substr(0, writer_line->find(' '))), 0u);
+  const json writing = status_json(server.url(), name);
+  EXPECT_EQ(writing["mode"].text, "write");
+  ASSERT_EQ(writing["holders"].items.size(), 1u);
+  EXPECT_EQ(writing["holders"].items[0]["owner"].text,
+            writer_line->substr(writer_line->find(' ') + 1) + ":write");
+  EXPECT_EQ(run_cli(server.url(), {"exec", "-s", "-n", name, "--", "true"}).exit_code, 75);
+  writer.close_stdin();
+  EXPECT_EQ(writer.wait(), 0) << writer.err();
+  EXPECT_EQ(c.command({"EXISTS", name}).integer, 0) << "the write lock was not released";
+}
+
+TEST(CliReadWrite, BadCombinationsAreUsageErrors) {
+  redis_server server;
+  const std::string name = unique_key("rw");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"exec", "-s", "-x", name, "--", "true"},
+        std::vector<std::string>{"exec", "-s", "--plain", name, "--", "true"},
+        std::vector<std::string>{"exec", "-x", "--plain", name, "--", "true"},
+        std::vector<std::string>{"--redis", server.url(), "exec", "-x", name, "--", "true"}}) {
+    const tools::command_result r = run_cli(server.url(), args);
+    EXPECT_EQ(r.exit_code, 64) << args[1] << " " << args[2] << ": " << r.err;
+  }
+}
+
+TEST(CliReadWrite, UnlockForceFreesAReadWriteLockAndWakesAWaitingWriter) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("rw");
+  shared_mutex rw = c.get_read_write_lock(name);
+  rw.lock_shared();
+  cli_process writer({"--redis", server.url(), "exec", "-x", name, "--", "sh", "-c", "echo ran"});
+  EXPECT_FALSE(writer.read_line(500ms)) << "ran beside a reader";
+  const tools::command_result r = run_cli(server.url(), {"unlock", "--force", name});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("released"), std::string::npos) << r.out;
+  EXPECT_EQ(writer.read_line(5s), "ran") << writer.err();
+  EXPECT_EQ(writer.wait(), 0) << writer.err();
+  rw.unlock_shared();  // its hold was deleted: the watchdog reports it lost, unlock changes nothing
+}
+
+}  // namespace
+}  // namespace dlock

@@ -9,11 +9,19 @@
 //       prints "tokens_not_increasing <n>" (tokens seen by this process must only grow).
 //   dlock_test_lock_worker plain-count URL NAME COUNTER THREADS ITERATIONS
 //       the same with dlock::plain_lock.
+//   dlock_test_lock_worker rw-hold-read URL NAME WATCHDOG_MS
+//       takes a read hold of the read-write lock NAME, prints "locked", waits to be killed.
+//   dlock_test_lock_worker rw-count URL NAME COUNTER THREADS ITERATIONS
+//       THREADS threads each do ITERATIONS holds of the read-write lock NAME, every third a write
+//       hold (a non-atomic increment of COUNTER), the others read holds of a few milliseconds.
+//       Both sides count themselves in Redis (COUNTER:readers, COUNTER:writers) and check the
+//       other side on entry; prints "violations <n> max_readers <m> tokens_not_increasing <k>".
 #include <unistd.h>
 
 #include <atomic>
 #include <iostream>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,6 +62,58 @@ int count(const std::vector<std::string>& args, GetLock get) {
   return 0;
 }
 
+// Exclusion checked across processes through the server's own order: a reader INCRs the readers
+// and then reads the writers, a writer INCRs the writers and then reads the readers, so of a
+// reader and a writer that overlap at least one sees the other (and two writers see each other).
+int rw_count(const std::vector<std::string>& args) {
+  dlock::client c{args[1]};
+  const std::string name = args[2], counter = args[3];
+  const std::string readers = counter + ":readers", writers = counter + ":writers";
+  const int threads = std::stoi(args[4]), iterations = std::stoi(args[5]);
+  std::atomic<int> violations{0}, not_increasing{0};
+  std::atomic<long long> max_readers{0};
+  std::mutex token_mutex;
+  std::uint64_t last_token = 0;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      dlock::shared_mutex rw = c.get_read_write_lock(name);
+      for (int i = 0; i < iterations; ++i) {
+        if ((i + t) % 3 == 0) {
+          std::unique_lock guard{rw};
+          {
+            std::lock_guard l(token_mutex);
+            if (rw.fencing_token() <= last_token) ++not_increasing;
+            last_token = rw.fencing_token();
+          }
+          if (c.command({"INCR", writers}).integer != 1) ++violations;
+          const dlock::reply r = c.command({"GET", readers});
+          if (!r.is_nil() && r.str != "0") ++violations;
+          const dlock::reply v = c.command({"GET", counter});
+          const long long n = v.is_nil() ? 0 : std::stoll(v.str);
+          c.command({"SET", counter, std::to_string(n + 1)});
+          c.command({"DECR", writers});
+        } else {
+          std::shared_lock guard{rw};
+          const long long inside = c.command({"INCR", readers}).integer;
+          long long seen = max_readers.load();
+          while (inside > seen && !max_readers.compare_exchange_weak(seen, inside)) {
+          }
+          const dlock::reply w = c.command({"GET", writers});
+          if (!w.is_nil() && w.str != "0") ++violations;
+          std::this_thread::sleep_for(std::chrono::milliseconds(3));  // room for other readers
+          c.command({"DECR", readers});
+        }
+      }
+    });
+  }
+  for (auto& w : workers)
+    w.join();
+  std::cout << "violations " << violations.load() << " max_readers " << max_readers.load()
+            << " tokens_not_increasing " << not_increasing.load() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,6 +129,17 @@ int main(int argc, char** argv) {
       for (;;)
         ::pause();
     }
+    if (args.size() == 4 && args[0] == "rw-hold-read") {
+      dlock::client_options o = dlock::client_options::from_url(args[1]);
+      o.locks.watchdog_timeout = std::chrono::milliseconds(std::stoll(args[3]));
+      dlock::client c{o};
+      dlock::shared_mutex rw = c.get_read_write_lock(args[2]);
+      rw.lock_shared();
+      std::cout << "locked" << std::endl;
+      for (;;)
+        ::pause();
+    }
+    if (args.size() == 6 && args[0] == "rw-count") return rw_count(args);
     if (args.size() == 6 && args[0] == "plain-count") {
       return count(
           args, [](dlock::client& c, const std::string& name) { return c.get_plain_lock(name); });

@@ -143,6 +143,20 @@ TEST(LockNames, SuffixFollowsTheKey) {
             "p:{" + std::string(slot_tag(hash_slot("a}b"))) + "}:a}b:s");
 }
 
+TEST(LockNames, ReadWriteLockKeysKeepRedissonsFormsAndTheNamesSlot) {
+  EXPECT_EQ(rwlock_channel("catalog"), "redisson_rwlock:{catalog}");
+  EXPECT_EQ(rwlock_timeout_prefix("catalog", "id:7"), "{catalog}:id:7:rwlock_timeout");
+  EXPECT_EQ(rwlock_timeout_prefix("{t}:x", "id:7"), "{t}:x:id:7:rwlock_timeout");  // N:S
+  EXPECT_EQ(suffix_base("a{b"), "{a{b}");
+  EXPECT_EQ(suffix_base("a}b"), "{" + std::string(slot_tag(hash_slot("a}b"))) + "}:a}b");
+  for (const std::string& name : test::lock_name_cases()) {
+    const std::uint16_t slot = hash_slot(name);
+    EXPECT_EQ(hash_slot(rwlock_channel(name)), slot) << name;
+    EXPECT_EQ(hash_slot(rwlock_writers_key(name)), slot) << name;
+    EXPECT_EQ(hash_slot(rwlock_timeout_prefix(name, "id:7") + ":1"), slot) << name;
+  }
+}
+
 TEST(LockNames, EverySlotHasTheSmallestNumberAsTag) {
   std::vector<std::string> smallest(core::cluster_slots);
   std::size_t filled = 0;

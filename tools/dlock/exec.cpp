@@ -138,13 +138,18 @@ class acquisition {
 // stands: it reports a hold it could not confirm in time as lost.
 bool still_held(const dlock::mutex& m, const std::optional<dlock::plain_lock>& plain,
                 const std::optional<dlock::semaphore>& sem, const std::string& permit_id,
+                const std::optional<dlock::shared_mutex>& rw, bool writer,
                 const lock_lease& lease) {
   try {
-    const lock_status s = sem ? sem->status() : plain ? plain->status() : m.status();
-    const std::string owner = sem ? permit_id
-                              : plain
-                                  ? lease.owner_id() + ":" + std::to_string(lease.fencing_token())
-                                  : lease.owner_id();
+    const lock_status s = sem     ? sem->status()
+                          : plain ? plain->status()
+                          : rw    ? rw->status()
+                                  : m.status();
+    const std::string owner =
+        sem      ? permit_id
+        : plain  ? lease.owner_id() + ":" + std::to_string(lease.fencing_token())
+        : writer ? lease.owner_id() + ":write"  // the read-write lock's writer field
+                 : lease.owner_id();
     return std::any_of(s.holders.begin(), s.holders.end(),
                        [&](const lock_holder& h) { return h.owner == owner; });
   } catch (const dlock::error& e) {
@@ -167,7 +172,8 @@ std::vector<std::string> command_environment(const exec_options& o, const lock_l
     env.emplace_back(entry);
   }
   env.push_back("DLOCK_NAME=" + o.name);
-  env.push_back("DLOCK_TOKEN=" + std::to_string(lease.fencing_token()));
+  // A read hold has no fencing token (its lease's token is the hold's id).
+  env.push_back("DLOCK_TOKEN=" + std::to_string(o.shared ? 0 : lease.fencing_token()));
   env.push_back("DLOCK_OWNER=" + lease.owner_id());
   // A semaphore's permit id: `dlock`'s peers (or Redisson) can give it back by id.
   if (!permit_id.empty()) env.push_back("DLOCK_PERMIT=" + permit_id);
@@ -308,6 +314,8 @@ int run_exec(const exec_options& o) {
     if (o.plain) plain.emplace(redis.get_plain_lock(o.name));
     std::optional<dlock::semaphore> sem;
     if (o.semaphore_permits) sem.emplace(redis.get_semaphore(o.name, *o.semaphore_permits));
+    std::optional<dlock::shared_mutex> rw;
+    if (o.shared || o.exclusive) rw.emplace(redis.get_read_write_lock(o.name));
     // Connection and authentication problems surface here, with the server's own words.
     redis.command({"PING"});
 
@@ -318,9 +326,11 @@ int run_exec(const exec_options& o) {
         .wait = o.nonblock ? std::optional(std::chrono::milliseconds(0)) : o.wait,
         .lease = o.lease,
         .cancel = give_up.get_token()};
-    waiting.start(sem     ? sem->async_acquire(wait_options)
-                  : plain ? plain->async_acquire(wait_options)
-                          : m.async_acquire(wait_options));
+    waiting.start(
+        sem     ? sem->async_acquire(wait_options)
+        : plain ? plain->async_acquire(wait_options)
+        : rw ? (o.shared ? rw->async_acquire_shared(wait_options) : rw->async_acquire(wait_options))
+             : m.async_acquire(wait_options));
     int signalled = 0;
     while (!waiting.done()) {
       std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{waiting.fd(), POLLIN, 0}};
@@ -455,8 +465,9 @@ int run_exec(const exec_options& o) {
 
     // Renewals notice a lost hold only every third of the lease, so a lock deleted or taken since
     // the last one would go unnoticed: one look at the lock before releasing it closes that gap.
-    if (!lost && !still_held(m, plain, sem, permit_id, lease))
+    if (!lost && !still_held(m, plain, sem, permit_id, rw, o.exclusive, lease)) {
       report_lost(", noticed when it ended");
+    }
     // The hold may also have been reported lost just now, with the pipe not yet read.
     if (lease.release() == errc::lock_lost && !lost) report_lost("");
     if (lost) {

@@ -22,6 +22,10 @@ struct exec_options {
   // Take one permit of the semaphore NAME (--semaphore N: created with N permits when it does not
   // exist; Redisson's permit-expirable semaphore) instead of a lock.
   std::optional<std::int64_t> semaphore_permits;
+  // The read-write lock (Redisson's RReadWriteLock layout): a read hold (-s) or the write lock
+  // (-x), as flock(1)'s --shared and --exclusive. At most one of plain, shared, exclusive.
+  bool shared = false;
+  bool exclusive = false;
   // How long to wait for the lock (-w); std::nullopt waits until it is acquired.
   std::optional<std::chrono::milliseconds> wait;
   // An explicit lease, never renewed (--lease); std::nullopt: a watchdog lease.

@@ -168,6 +168,16 @@ int run(int argc, char** argv) {
                    "semaphore), created with N permits if it does not exist, instead of a lock")
       ->check(CLI::NonNegativeNumber)
       ->excludes("--plain");
+  auto* shared_flag = exec_cmd->add_flag(
+      "-s,--shared", exec_o.shared,
+      "Take a read hold of the read-write lock NAME (many readers at once; Redisson's "
+      "RReadWriteLock), as flock -s");
+  auto* exclusive_flag = exec_cmd->add_flag(
+      "-x,--exclusive", exec_o.exclusive,
+      "Take the write lock of the read-write lock NAME (no reader, no other writer), as flock -x");
+  shared_flag->excludes(exclusive_flag);
+  for (auto* rw_flag : {shared_flag, exclusive_flag})
+    rw_flag->excludes("--plain")->excludes("--semaphore");
   exec_cmd->add_option("-w,--wait", exec_a.wait,
                        "Give up after waiting SECONDS (fractions allowed); default: wait until "
                        "acquired");
@@ -288,6 +298,10 @@ int run(int argc, char** argv) {
     const std::optional<exec_options> checked = check_exec(exec_o, exec_a, problem);
     if (!checked) {
       print_error(problem);
+      return exit_usage;
+    }
+    if (redis_options.size() > 1 && (checked->shared || checked->exclusive)) {
+      print_error("-s/-x (the read-write lock) take one Redis deployment, not Redlock");
       return exit_usage;
     }
     if (redis_options.size() > 1) return run_redlock_exec(*checked, redis_options);

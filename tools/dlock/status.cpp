@@ -19,9 +19,10 @@ std::string describe_ttl(std::chrono::milliseconds ttl) {
   return format_seconds(ttl);
 }
 
-// A lock of either kind the command knows: the reentrant lock (a hash) or the plain lock (a string
-// set with SET NX PX, by dlock or by redis-py, redsync, node-redlock).
-enum class lock_kind { reentrant, plain, semaphore };
+// A lock of a kind the command knows: the reentrant lock (a hash), the plain lock (a string set
+// with SET NX PX, by dlock or by redis-py, redsync, node-redlock), the semaphore (a count) or the
+// read-write lock (a hash with a "mode" field, dlock's or Redisson's RReadWriteLock).
+enum class lock_kind { reentrant, plain, semaphore, read_write };
 
 std::string_view kind_name(lock_kind kind) {
   switch (kind) {
@@ -29,9 +30,17 @@ std::string_view kind_name(lock_kind kind) {
       return "plain";
     case lock_kind::semaphore:
       return "semaphore";
+    case lock_kind::read_write:
+      return "read_write";
     default:
       return "reentrant";
   }
+}
+
+// Whether `name` is a hash with a "mode" field: a read-write lock (or data the library refuses).
+bool is_read_write_hash(dlock::client& redis, const std::string& name) {
+  return redis.command({"TYPE", name}).str == "hash" &&
+         redis.command({"HEXISTS", name, "mode"}).integer == 1;
 }
 
 std::string to_json(const std::string& name, lock_kind kind, const lock_status& s) {
@@ -49,11 +58,16 @@ std::string to_json(const std::string& name, lock_kind kind, const lock_status& 
                        json_quote(name), s.permits_available, s.permits_total, holders,
                        s.subscribers);
   }
+  std::string read_write;
+  if (kind == lock_kind::read_write) {
+    read_write =
+        fmt::format(R"(,"mode":{},"waiting_writers":{})", json_quote(s.mode), s.waiting_writers);
+  }
   return fmt::format(
       R"({{"name":{},"locked":{},"holders":[{}],"remaining_ttl_ms":{},"last_fencing_token":{},)"
-      R"("waiting_clients":{},"kind":"{}"}})",
+      R"("waiting_clients":{},"kind":"{}"{}}})",
       json_quote(name), s.locked, holders, s.remaining_ttl.count(), s.last_fencing_token,
-      s.subscribers, kind_name(kind));
+      s.subscribers, kind_name(kind), read_write);
 }
 
 std::string semaphore_text(const std::string& name, const lock_status& s) {
@@ -79,6 +93,18 @@ std::string to_text(const std::string& name, lock_kind kind, const lock_status& 
         "node-redlock)\n";
     for (const lock_holder& h : s.holders)
       out += fmt::format("  holder value        {}\n", h.owner);
+  }
+  if (kind == lock_kind::read_write) {
+    out += "  kind                read-write lock (dlock exec -s/-x, Redisson RReadWriteLock)\n";
+    if (s.locked) out += fmt::format("  mode                {}\n", s.mode);
+    for (const lock_holder& h : s.holders) {
+      // The writer's field ends with ":write" (Redisson's layout); every other field is a reader.
+      const bool writer = h.owner.ends_with(":write");
+      out += fmt::format("  {}              {} ({} hold{})\n", writer ? "writer" : "reader",
+                         writer ? h.owner.substr(0, h.owner.size() - 6) : h.owner, h.count,
+                         h.count == 1 ? "" : "s");
+    }
+    out += fmt::format("  waiting writers     {}\n", s.waiting_writers);
   }
   if (kind == lock_kind::reentrant) {
     for (const lock_holder& h : s.holders) {
@@ -129,9 +155,13 @@ int run_status(const std::string& redis_url, const std::string& name, bool json)
       s = redis.get_lock(name).status();
     } catch (const dlock::error& e) {
       if (e.code() == errc::wrong_type && redis.command({"TYPE", name}).str == "string") {
-        // A count-down latch (a whole number), a plain lock, or a string that holds data (the
-        // library tells the last two apart).
-        if (holds_latch(redis, name)) return print_latch_status(redis, name, json);
+        // A count-down latch or a semaphore's count (whole numbers: a semaphore with permits
+        // taken has their sorted set; a free one reads as a latch, as Redisson cannot tell them
+        // apart either), a plain lock, or a string that holds data (the library tells the last
+        // two apart).
+        if (holds_latch(redis, name) && redis.get_semaphore(name, 0).status().holders.empty()) {
+          return print_latch_status(redis, name, json);
+        }
         try {
           s = redis.get_plain_lock(name).status();
           kind = lock_kind::plain;
@@ -146,6 +176,14 @@ int run_status(const std::string& redis_url, const std::string& name, bool json)
               return refuse_data(command, plain_error.detail());
             throw;
           }
+        }
+      } else if (e.code() == errc::wrong_type && is_read_write_hash(redis, name)) {
+        try {
+          s = redis.get_read_write_lock(name).status();
+          kind = lock_kind::read_write;
+        } catch (const dlock::error& rw_error) {
+          if (rw_error.code() == errc::wrong_type) return refuse_data(command, rw_error.detail());
+          throw;
         }
       } else if (e.code() == errc::wrong_type) {
         return refuse_data(command, e.detail());
@@ -176,19 +214,24 @@ int run_force_unlock(const std::string& redis_url, const std::string& name) {
     try {
       released = redis.get_lock(name).force_unlock();
     } catch (const dlock::error& e) {
-      // A string: a plain lock (deleted) or data (refused by the library as well).
-      if (e.code() != errc::wrong_type || redis.command({"TYPE", name}).str != "string") throw;
-      try {
-        released = redis.get_plain_lock(name).force_unlock();
-      } catch (const dlock::error& plain_error) {
-        // A string without a TTL: a semaphore's count (every permit is given back), or data
-        // (refused by the library as well).
-        if (plain_error.code() != errc::wrong_type) throw;
+      // A string: a plain lock (deleted), a semaphore's count or data (refused by the library as
+      // well); a hash with a mode: a read-write lock.
+      if (e.code() == errc::wrong_type && is_read_write_hash(redis, name)) {
+        released = redis.get_read_write_lock(name).force_unlock();
+      } else {
+        if (e.code() != errc::wrong_type || redis.command({"TYPE", name}).str != "string") throw;
         try {
-          released = redis.get_semaphore(name, 0).force_release();
-        } catch (const dlock::error& semaphore_error) {
-          if (semaphore_error.code() == errc::wrong_type) throw plain_error;
-          throw;
+          released = redis.get_plain_lock(name).force_unlock();
+        } catch (const dlock::error& plain_error) {
+          // A string without a TTL: a semaphore's count (every permit is given back), or data
+          // (refused by the library as well).
+          if (plain_error.code() != errc::wrong_type) throw;
+          try {
+            released = redis.get_semaphore(name, 0).force_release();
+          } catch (const dlock::error& semaphore_error) {
+            if (semaphore_error.code() == errc::wrong_type) throw plain_error;
+            throw;
+          }
         }
       }
     }

@@ -12,6 +12,7 @@
 #include "dlock/mutex.hpp"
 #include "dlock/plain_lock.hpp"
 #include "dlock/semaphore.hpp"
+#include "dlock/shared_mutex.hpp"
 #include "locks/engine/lock_engine.hpp"
 #include "locks/types/semaphore_protocol.hpp"
 
@@ -40,6 +41,15 @@ class semaphore::impl {
   const std::shared_ptr<locks::lock_engine> engine;
   const locks::semaphore_protocol& protocol;
   const locks::lock_ref lock;
+};
+
+class shared_mutex::impl {
+ public:
+  impl(std::shared_ptr<locks::lock_engine> e, locks::lock_ref r, locks::lock_ref w)
+      : engine(std::move(e)), read(std::move(r)), write(std::move(w)) {}
+  const std::shared_ptr<locks::lock_engine> engine;
+  const locks::lock_ref read;   // shared holds
+  const locks::lock_ref write;  // the exclusive hold
 };
 
 class lock_lease::impl {

@@ -32,6 +32,7 @@
 --         {2, count}     re-entered: the holder's new hold count
 --         {0, pttl}      held (or reserved) by someone else: milliseconds until its lease (or the
 --                        reservation) ends (-1: no TTL)
+--         {-1, 0}        the hash is a read-write lock (it has a "mode" field)
 local counter_ttl_ms = 86400000
 local id = ARGV[4]
 local lifetime = tonumber(ARGV[7])
@@ -79,5 +80,8 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hset', KEYS[1], ARGV[2], known + 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {2, known + 1}
+end
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return {-1, 0}  -- a read-write lock (rw_read_lock.lua): not ours to take
 end
 return refused(redis.call('pttl', KEYS[1]))

@@ -80,6 +80,10 @@ attempt_outcome reentrant_protocol::read_attempt(const reply& r) const {
       out.status = attempt_outcome::kind::held_by_other;
       out.holder_ttl_ms = value < 0 ? -1 : value;
       return out;
+    case -1:
+      throw error(errc::wrong_type,
+                  "the name holds a read-write lock (dlock::shared_mutex, Redisson "
+                  "RReadWriteLock), not a reentrant lock (dlock::mutex)");
     default:
       unexpected("lock", r);
   }
