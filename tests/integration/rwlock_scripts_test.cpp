@@ -9,6 +9,7 @@
 #include "dlock/client.hpp"
 #include "dlock/embedded_scripts.hpp"
 #include "locks/names.hpp"
+#include "locks/types/wait_line.hpp"
 #include "support/redis_fixture.hpp"
 
 namespace dlock {
@@ -113,7 +114,14 @@ class RwScriptsTest : public ::testing::Test {
   const script write_unlock_script{std::string(scripts::rw_write_unlock)};
   const script force_script{std::string(scripts::rw_force_unlock)};
   const script status_script{std::string(scripts::rw_status)};
-  const script reentrant_lock_script{std::string(scripts::reentrant_lock)};
+  // As reentrant_protocol sends it (wait_line.lua in front), called by a client outside the line.
+  const script reentrant_lock_script{locks::with_wait_line(scripts::reentrant_lock)};
+  reply reentrant_lock(const std::string& owner) {
+    return c.eval(reentrant_lock_script,
+                  {name, fence, locks::wait_line_key(name), locks::wait_line_deadlines_key(name),
+                   locks::reservation_key(name)},
+                  {lease_ms, owner, "0", "", "0", "", "3000"});
+  }
   const script java_read_lock_script{std::string(java_read_lock)};
   const script java_read_unlock_script{std::string(java_read_unlock)};
   const script java_write_lock_script{std::string(java_write_lock)};
@@ -311,10 +319,7 @@ TEST_F(RwScriptsTest, ReadRenewalExtendsEveryLeaseKeyAndReportsLostHolds) {
 
 TEST_F(RwScriptsTest, KindsAreNotMixed) {
   // A reentrant lock (dlock::mutex, Redisson RLock) at the name: both sides refuse it.
-  ASSERT_EQ(c.eval(reentrant_lock_script, {name, fence}, {lease_ms, reader_a, "0"})
-                .elements.at(0)
-                .integer,
-            1);
+  ASSERT_EQ(reentrant_lock(reader_a).elements.at(0).integer, 1);
   const auto [r_status, r_what] = read_lock(reader_b);
   EXPECT_EQ(r_status, -1);
   EXPECT_NE(r_what.str.find("reentrant lock"), std::string::npos) << r_what.str;
@@ -322,7 +327,7 @@ TEST_F(RwScriptsTest, KindsAreNotMixed) {
   // A read-write lock at the name: the reentrant lock refuses it.
   c.command({"DEL", name});
   ASSERT_EQ(read_lock(reader_a).first, 1);
-  const reply r = c.eval(reentrant_lock_script, {name, fence}, {lease_ms, reader_b, "0"});
+  const reply r = reentrant_lock(reader_b);
   EXPECT_EQ(r.elements.at(0).integer, -1);
   // Some other data: not touched.
   c.command({"DEL", name});
