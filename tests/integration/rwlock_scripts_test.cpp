@@ -208,8 +208,8 @@ TEST_F(RwScriptsTest, ReadHoldsKeepRedissonsLayoutOneLeaseKeyPerHold) {
   // One hold fewer: its key goes; the last: the hash goes and "0" wakes a waiter.
   EXPECT_EQ(read_unlock(reader_a, static_cast<std::uint64_t>(id.integer), 1), 0);
   EXPECT_EQ(c.command({"EXISTS", prefix(reader_a) + ":2"}).integer, 0);
-  const auto messages = published(
-      [&] { EXPECT_EQ(read_unlock(reader_a, static_cast<std::uint64_t>(id.integer)), 1); });
+  const auto hold_id = static_cast<std::uint64_t>(id.integer);  // a lambda cannot capture a binding
+  const auto messages = published([&] { EXPECT_EQ(read_unlock(reader_a, hold_id), 1); });
   EXPECT_EQ(messages, std::vector<std::string>{"0"});
   EXPECT_EQ(c.command({"EXISTS", name, prefix(reader_a) + ":1"}).integer, 0);
 }
@@ -267,8 +267,8 @@ TEST_F(RwScriptsTest, WriteHoldsTakeFencingTokensAndExcludeEveryone) {
   EXPECT_EQ(read_lock(reader_a).first, 0);
   EXPECT_EQ(write_lock("w:2", false).first, 0);
   EXPECT_EQ(write_unlock("w:1", static_cast<std::uint64_t>(token.integer), 1), 0);
-  const auto messages = published(
-      [&] { EXPECT_EQ(write_unlock("w:1", static_cast<std::uint64_t>(token.integer)), 1); });
+  const auto token_value = static_cast<std::uint64_t>(token.integer);  // not a captured binding
+  const auto messages = published([&] { EXPECT_EQ(write_unlock("w:1", token_value), 1); });
   EXPECT_EQ(messages, std::vector<std::string>{"1"});
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
   // A late retry of that release after a newer write hold began changes nothing.
