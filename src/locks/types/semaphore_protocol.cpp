@@ -55,13 +55,17 @@ bool is_permit_id(std::string_view id) {
 
 std::string permit_id(std::string_view owner_field) {
   const std::size_t colon = owner_field.find(':');
+  const auto refuse = [&] {
+    return error(errc::invalid_argument,
+                 "not an owner field of this client: '" + std::string(owner_field) + "'");
+  };
+  // Checked before any pointer is formed past the colon (npos + 1 would wrap).
+  if (colon == std::string_view::npos || colon < 16) throw refuse();
   std::uint64_t key = 0;
-  const char* begin = owner_field.data() + colon + 1;
-  const char* end = owner_field.data() + owner_field.size();
-  if (colon < 16 || colon == std::string_view::npos ||
-      std::from_chars(begin, end, key).ptr != end || begin == end) {
-    throw error(errc::invalid_argument,
-                "not an owner field of this client: '" + std::string(owner_field) + "'");
+  const std::string_view digits = owner_field.substr(colon + 1);
+  if (digits.empty() || std::from_chars(digits.data(), digits.data() + digits.size(), key).ptr !=
+                            digits.data() + digits.size()) {
+    throw refuse();
   }
   char tail[17];
   std::snprintf(tail, sizeof tail, "%016llx", static_cast<unsigned long long>(key));
