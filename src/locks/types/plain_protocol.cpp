@@ -58,13 +58,13 @@ std::string plain_protocol::wake_channel(std::string_view name) const {
 script_call plain_protocol::attempt(const attempt_request& request) const {
   // The nonce is "": the script uses the new fencing token, so the value is never reused and a
   // release carrying the hold's token is exact.
-  const std::string_view after = request.others_waiting ? "r" : request.in_line ? "l" : "";
-  return {&lock_,
-          {std::string(request.name), fence_key(request.name), wait_line_key(request.name),
-           wait_line_deadlines_key(request.name), reservation_key(request.name)},
-          {ms_arg(request.lease), std::string(request.owner), "",
-           request.known_holds > 0 ? "1" : "0", wake_id(request.owner),
-           request.may_wait ? "1" : "0", std::string(after), ms_arg(line_lifetime)}};
+  script_call call{
+      &lock_,
+      {std::string(request.name), fence_key(request.name)},
+      {ms_arg(request.lease), std::string(request.owner), "", request.known_holds > 0 ? "1" : "0"}};
+  append_line_keys(call.keys, request.name);
+  append_line_args(call.args, request);
+  return call;
 }
 
 std::chrono::milliseconds plain_protocol::wait_refresh() const {
@@ -73,11 +73,7 @@ std::chrono::milliseconds plain_protocol::wait_refresh() const {
 
 std::optional<script_call> plain_protocol::leave_line(std::string_view name,
                                                       std::string_view owner) const {
-  return script_call{&leave_line_,
-                     {std::string(name), plain_unlock_channel(name), wait_line_key(name),
-                      wait_line_deadlines_key(name), reservation_key(name)},
-                     {wake_id(owner), "publish", ms_arg(reservation_grace), "0"},
-                     1};
+  return leave_line_call(leave_line_, name, plain_unlock_channel(name), owner, "0");
 }
 
 attempt_outcome plain_protocol::read_attempt(const reply& r) const {

@@ -39,23 +39,18 @@ std::chrono::milliseconds reentrant_protocol::wait_refresh() const {
 }
 
 script_call reentrant_protocol::attempt(const attempt_request& request) const {
-  const std::string_view after = request.others_waiting ? "r" : request.in_line ? "l" : "";
-  return {&lock_,
-          {std::string(request.name), fence_key(request.name), wait_line_key(request.name),
-           wait_line_deadlines_key(request.name), reservation_key(request.name)},
-          {ms_arg(request.lease), std::string(request.owner), std::to_string(request.known_holds),
-           wake_id(request.owner), request.may_wait ? "1" : "0", std::string(after),
-           ms_arg(line_lifetime)}};
+  script_call call{
+      &lock_,
+      {std::string(request.name), fence_key(request.name)},
+      {ms_arg(request.lease), std::string(request.owner), std::to_string(request.known_holds)}};
+  append_line_keys(call.keys, request.name);
+  append_line_args(call.args, request);
+  return call;
 }
 
 std::optional<script_call> reentrant_protocol::leave_line(std::string_view name,
                                                           std::string_view owner) const {
-  return script_call{
-      &leave_line_,
-      {std::string(name), unlock_channel(name), wait_line_key(name), wait_line_deadlines_key(name),
-       reservation_key(name)},
-      {wake_id(owner), "publish", ms_arg(reservation_grace), std::string(unlock_message)},
-      1};
+  return leave_line_call(leave_line_, name, unlock_channel(name), owner, unlock_message);
 }
 
 attempt_outcome reentrant_protocol::read_attempt(const reply& r) const {
