@@ -28,6 +28,7 @@
 
 #include "dlock/count_down_latch.hpp"
 #include "dlock/error.hpp"
+#include "dlock/fair_mutex.hpp"
 #include "dlock/lock_metrics.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"
@@ -106,6 +107,12 @@ class client {
   // A handle to the reentrant lock `name` (see dlock/mutex.hpp). Cheap; sends nothing. Throws
   // dlock::error(errc::invalid_argument) for an empty name, one over 64 KiB, or control bytes.
   mutex get_lock(std::string name);
+
+  // client::get_fair_lock()
+  // A handle to the fair lock `name` (see dlock/fair_mutex.hpp): a reentrant lock whose waiters,
+  // across all clients, are served in arrival order; Redisson's RFairLock on the wire. Cheap;
+  // sends nothing. Throws dlock::error(errc::invalid_argument) for a name get_lock() refuses.
+  fair_mutex get_fair_lock(std::string name);
 
   // client::get_plain_lock()
   // A handle to the plain lock `name` (see dlock/plain_lock.hpp): the key `name` holding one

@@ -4,6 +4,7 @@
 #include "dlock/client.hpp"
 #include "dlock/count_down_latch.hpp"
 #include "dlock/error.hpp"
+#include "dlock/fair_mutex.hpp"
 #include "dlock/lock_lease.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/options.hpp"

@@ -68,6 +68,13 @@ struct lock_options {
   // URL: ?min_replicas=N&replica_timeout=MS.
   std::uint32_t min_replicas = 0;
   std::chrono::milliseconds replica_timeout{100};
+  // Fair locks (dlock::fair_mutex): the thread wait time W, Redisson's fairLockWaitTimeout (also
+  // 5 minutes by default). A waiter at the head of a free fair lock that does not take it within
+  // W is dropped from the line as dead, so a waiter that died blocks those behind it for at most
+  // about W. Live dlock waiters are never dropped (they attempt every W/3 at least). Java and C++
+  // clients sharing a fair lock must use the same W. Positive, at most a day.
+  // URL: ?fair_wait_timeout=MS.
+  std::chrono::milliseconds fair_wait_timeout{300000};
 };
 
 }  // namespace dlock

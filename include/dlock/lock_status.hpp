@@ -18,6 +18,15 @@ struct lock_holder {
   std::chrono::milliseconds lease_left{-1};
 };
 
+// One waiter of a fair lock (dlock::fair_mutex), in the order it will be served.
+struct lock_waiter {
+  std::string owner;  // its field, as lock_holder::owner
+  // Time left until the waiter is dropped as dead unless it takes the lock (or, for a dlock
+  // waiter, attempts again); only meaningful when `has_deadline`.
+  std::chrono::milliseconds deadline_left{0};
+  bool has_deadline = false;
+};
+
 // A snapshot of a lock, read atomically from Redis (except `subscribers`, read just after).
 struct lock_status {
   bool locked = false;
@@ -35,6 +44,10 @@ struct lock_status {
   // other lock types; and the dlock writers waiting, whose intent holds new readers back.
   std::string mode;
   std::uint64_t waiting_writers = 0;
+  // Fair locks (dlock::fair_mutex): the waiting list, first served first (at most 1,000 shown),
+  // and how many wait in all. Other lock types leave both empty.
+  std::vector<lock_waiter> queue;
+  std::uint64_t queue_length = 0;
 };
 
 }  // namespace dlock

@@ -13,6 +13,7 @@
 #include "locks/handles/handle_state.hpp"
 #include "locks/handles/latch_state.hpp"
 #include "locks/names.hpp"
+#include "locks/types/fair_protocol.hpp"
 #include "locks/types/latch_protocol.hpp"
 #include "locks/types/plain_protocol.hpp"
 #include "locks/types/reentrant_protocol.hpp"
@@ -82,6 +83,17 @@ const locks::semaphore_protocol& semaphore_for(std::int64_t initial_permits) {
   return *protocol;
 }
 
+// A fair lock protocol carries its thread wait time W (lock_options::fair_wait_timeout): one per
+// W in use, kept for the process's lifetime.
+const locks::fair_protocol& fair_for(std::chrono::milliseconds thread_wait) {
+  static std::mutex mutex;
+  static std::map<std::int64_t, std::unique_ptr<locks::fair_protocol>> protocols;
+  std::lock_guard guard(mutex);
+  auto& protocol = protocols[thread_wait.count()];
+  if (!protocol) protocol = std::make_unique<locks::fair_protocol>(thread_wait);
+  return *protocol;
+}
+
 const locks::latch_protocol& latch() {
   static const locks::latch_protocol protocol;
   return protocol;
@@ -108,6 +120,8 @@ std::vector<std::string_view> lock_scripts() {
     all.push_back(s);
   for (std::string_view s : rw_write().scripts())  // both sides share their scripts
     all.push_back(s);
+  for (std::string_view s : fair_for(lock_options{}.fair_wait_timeout).scripts())
+    all.push_back(s);  // the same sources for every W
   return all;
 }
 
@@ -139,6 +153,7 @@ struct client::impl {
     (void)locks->counters().of(semaphore_for(0).kind());
     (void)locks->counters().of(rw_read().kind());
     (void)locks->counters().of(rw_write().kind());
+    (void)locks->counters().of(fair_for(options.locks.fair_wait_timeout).kind());
   }
 
   ~impl() {
@@ -182,6 +197,10 @@ client::client(client_options options) {
     throw error(errc::invalid_argument,
                 "locks.replica_timeout must be positive when min_replicas is set (WAIT 0 would "
                 "wait for ever)");
+  }
+  if (options.locks.fair_wait_timeout.count() <= 0 ||
+      options.locks.fair_wait_timeout > std::chrono::hours(24)) {
+    throw error(errc::invalid_argument, "locks.fair_wait_timeout must be positive, at most a day");
   }
   if (options.slow_acquisition.count() < 0) {
     throw error(errc::invalid_argument, "slow_acquisition must not be negative (zero: no log)");
@@ -282,6 +301,14 @@ mutex client::get_lock(std::string name) {
   locks::validate_lock_name(name);
   return mutex(
       std::make_shared<mutex::impl>(impl_->locks, locks::lock_ref{&reentrant(), std::move(name)}));
+}
+
+fair_mutex client::get_fair_lock(std::string name) {
+  core::check_same_process(impl_->made_in);
+  locks::validate_lock_name(name);
+  return fair_mutex(mutex(std::make_shared<mutex::impl>(
+      impl_->locks,
+      locks::lock_ref{&fair_for(impl_->options.locks.fair_wait_timeout), std::move(name)})));
 }
 
 plain_lock client::get_plain_lock(std::string name) {

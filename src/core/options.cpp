@@ -78,6 +78,9 @@ void parse_query(std::string_view query, client_options& o) {
     } else if (key == "replica_timeout") {
       o.locks.replica_timeout = std::chrono::milliseconds(
           parse_number<std::int64_t>(value, 1, 3600000, "replica_timeout"));
+    } else if (key == "fair_wait_timeout") {
+      o.locks.fair_wait_timeout = std::chrono::milliseconds(
+          parse_number<std::int64_t>(value, 1, 86400000, "fair_wait_timeout"));
     } else if (key == "sentinel_password" && !o.sentinel.master_name.empty()) {
       o.sentinel.password = percent_decode(value, "sentinel_password");
     } else {

@@ -56,6 +56,16 @@ inline std::string unlock_channel(std::string_view name) {
   return derived_key("redisson_lock__channel", name);
 }
 
+// A fair lock's waiting fields in arrival order (a list) and their deadlines (a sorted set):
+// "redisson_lock_queue:{N}" and "redisson_lock_timeout:{N}" for ordinary names, as Redisson's
+// RFairLock. Each waiter hears its turn on unlock_channel(N) + ":" + its field.
+inline std::string fair_queue_key(std::string_view name) {
+  return derived_key("redisson_lock_queue", name);
+}
+inline std::string fair_timeout_key(std::string_view name) {
+  return derived_key("redisson_lock_timeout", name);
+}
+
 // "dlock:plain_unlock:{N}" for ordinary names: where releases of the plain lock N (and of a
 // Redlock named N, on each master) are announced, with the message "0".
 inline std::string plain_unlock_channel(std::string_view name) {

@@ -25,7 +25,13 @@ acquisition::acquisition(std::shared_ptr<lock_engine> engine, params p, completi
     : engine_(std::move(engine)),
       p_(std::move(p)),
       key_{p_.lock, p_.owner},
-      channel_(p_.lock.protocol->wake_channel(p_.lock.name)),
+      channel_(
+          p_.lock.protocol->waits_by_owner()
+              ? p_.lock.protocol->owner_wake_channel(p_.lock.name, engine_->owner_field(p_.owner))
+              : p_.lock.protocol->wake_channel(p_.lock.name)),
+      // One queue per owner where the server keeps the order: this client's waiters of the lock
+      // neither queue behind each other nor share wake-ups.
+      waits_(p_.lock.protocol->waits_by_owner() ? lock_ref{p_.lock.protocol, channel_} : p_.lock),
       done_(std::move(done)),
       machine_(p_.deadline, p_.lock.protocol->wait_refresh()) {}
 
@@ -49,11 +55,12 @@ bool acquisition::begin() {
 
 void acquisition::start() {
   if (!begin()) return;
-  run(machine_.start(clock::now(), engine_->waiters_.queued_ttl(p_.lock)));
+  run(machine_.start(clock::now(), engine_->waiters_.queued_ttl(waits_)));
 }
 
 void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes) {
   if (!begin()) return;
+  may_be_in_line_ = attempted;  // the blocking caller's attempt was one that may wait
   run(machine_.start_waiting(clock::now(), ttl_ms, attempted, holder_publishes));
 }
 
@@ -72,7 +79,7 @@ void acquisition::run(const acquisition_machine::action& a) {
       return;
     case kind::attempt:
       if (a.holder_ttl_ms)
-        engine_->waiters_.saw_holder(p_.lock, *a.holder_ttl_ms, a.holder_publishes);
+        engine_->waiters_.saw_holder(waits_, *a.holder_ttl_ms, a.holder_publishes);
       send_attempt();
       return;
     case kind::wait:
@@ -80,14 +87,14 @@ void acquisition::run(const acquisition_machine::action& a) {
         ++engine_->counters_.waited;
         ++engine_->counters_.of(p_.lock.protocol->kind()).waited;
         try {
-          engine_->waiters_.join(p_.lock, channel_, &waiter_, a.holder_ttl_ms, a.holder_publishes);
+          engine_->waiters_.join(waits_, channel_, &waiter_, a.holder_ttl_ms, a.holder_publishes);
         } catch (const error& e) {
           finish(e.code(), e.detail(), false);
           return;
         }
         in_queue_ = true;
       } else if (a.holder_ttl_ms) {
-        engine_->waiters_.saw_holder(p_.lock, *a.holder_ttl_ms, a.holder_publishes);
+        engine_->waiters_.saw_holder(waits_, *a.holder_ttl_ms, a.holder_publishes);
       }
       arm_timer(a.wake_at);
       return;
@@ -123,7 +130,7 @@ void acquisition::send_attempt() {
   attempt_request request{p_.lock.name, plan.owner, plan.lease, plan.known_holds};
   request.may_wait = clock::now() < p_.deadline;
   request.in_line = in_queue_;
-  request.others_waiting = engine_->waiters_.waiting(p_.lock) > (in_queue_ ? 1 : 0);
+  request.others_waiting = engine_->waiters_.waiting(waits_) > (in_queue_ ? 1 : 0);
   may_be_in_line_ = may_be_in_line_ || request.may_wait || request.others_waiting;
   const script_call call = p_.lock.protocol->attempt(request);
   const auto sent_at = clock::now();
@@ -172,7 +179,7 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
   }
   const bool cancel_requested = p_.cancel.stop_requested();
   if (outcome.status != attempt_outcome::kind::held_by_other) {
-    if (!others_waiting) engine_->keep_place_in_line(p_.lock, &waiter_);
+    if (!others_waiting) engine_->keep_place_in_line(waits_, &waiter_);
     const auto a = machine_.on_acquired(cancel_requested);
     if (a.result == verdict::cancelled) {
       (void)engine_->release(p_.lock, p_.owner);  // a hold that came too late goes back
@@ -191,7 +198,7 @@ void acquisition::arm_timer(clock::time_point at) {
   timer_->async_wait(
       [self = shared_from_this(), generation = timer_generation_](std::error_code ec) {
         if (ec || generation != self->timer_generation_) return;
-        const bool first = self->engine_->waiters_.is_first(self->p_.lock, &self->waiter_);
+        const bool first = self->engine_->waiters_.is_first(self->waits_, &self->waiter_);
         self->run(self->machine_.on_timer(clock::now(), first));
       });
 }
@@ -205,9 +212,9 @@ void acquisition::finish(std::error_code ec, const std::string& detail, bool hel
   timer_.reset();
   if (in_queue_) {
     bool last_of_lock = false;
-    subscription last = engine_->waiters_.leave(p_.lock, &waiter_, give_back, &last_of_lock);
+    subscription last = engine_->waiters_.leave(waits_, &waiter_, give_back, &last_of_lock);
     // The client's last waiter gave up: the client leaves the server's wait line too.
-    if (!held && last_of_lock && may_be_in_line_) engine_->leave_line(p_.lock);
+    if (!held && last_of_lock && may_be_in_line_) engine_->leave_line(p_.lock, p_.owner);
     if (last_of_lock) engine_->drop_idle_subscriptions_later();
     if (last) {
       // Unsubscribing is I/O: only while the client lives; afterwards the subscription is parked

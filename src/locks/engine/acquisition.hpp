@@ -66,6 +66,7 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   const params p_;
   const hold_key key_;
   const std::string channel_;
+  const lock_ref waits_;  // the wait queue this waiter joins (see the constructor)
   completion done_;
   acquisition_machine machine_;
   wait_queues::waiter waiter_;

@@ -224,9 +224,10 @@ void lock_engine::keep_place_in_line(const lock_ref& lock, const wait_queues::wa
   if (lock.protocol->wakes_by_line()) waiters_.nudge(lock, self);
 }
 
-void lock_engine::leave_line(const lock_ref& lock) noexcept {
+void lock_engine::leave_line(const lock_ref& lock, std::uint64_t owner) noexcept {
   try {
-    const auto call = lock.protocol->leave_line(lock.name, holds_.registry.owner_field(0));
+    const auto call = lock.protocol->leave_line(
+        lock.name, holds_.registry.owner_field(lock.protocol->waits_by_owner() ? owner : 0));
     if (call) io_.eval(*call, [](std::error_code, const reply&) {});
   } catch (...) {
     // Stopped, or out of memory: the client's place lapses with its line deadline.
@@ -337,6 +338,8 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
       return true;
     }
     if (clock::now() >= deadline) {
+      // An attempt that might wait may have joined the server's queue of owners.
+      if (lock.protocol->waits_by_owner() && deadline > started) leave_line(lock, owner);
       ++counters_.timed_out;
       ++counters_.of(lock.protocol->kind()).timed_out;
       if (unconfirmed && why != nullptr) *why = make_error_code(errc::replicas_unavailable);

@@ -137,7 +137,9 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   // thread).
   void drop_idle_subscriptions_later();
   // This client's last waiter for `lock` gave up: the client leaves its wait line (no waiting).
-  void leave_line(const lock_ref& lock) noexcept;
+  // `owner` gave up waiting for `lock`: the client (or, for a type that waits_by_owner(), that
+  // owner) leaves the server's line.
+  void leave_line(const lock_ref& lock, std::uint64_t owner) noexcept;
   // Sends an attempt (with WAIT behind it when min_replicas asks for it).
   void send_attempt(const lock_ref& lock, const script_call& call, net::completion done);
   // Reads an attempt's reply and records it. With min_replicas, a first hold that fewer replicas

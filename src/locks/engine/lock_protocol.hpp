@@ -106,6 +106,18 @@ class lock_protocol {
     return 1;
   }
 
+  // A type whose server keeps its own queue of waiting owners (the fair lock): each waiter
+  // listens on its own channel (owner_wake_channel()), on which one message wakes it; it makes
+  // its own attempts (never queues behind this client's other waiters without one, since the
+  // server's order is the order); while waiting it attempts at least every wait_refresh(); and
+  // when it ends without a hold after joining the server's queue, leave_line() runs with its own
+  // field.
+  virtual bool waits_by_owner() const noexcept { return false; }
+  virtual std::string owner_wake_channel(std::string_view name, std::string_view owner) const {
+    (void)owner;
+    return wake_channel(name);
+  }
+
   // A type whose waiting clients stand in a wait line on the server (the reentrant lock; see
   // docs/design/contention.md): its release reserves the lock for the first client in line and
   // publishes that client's wake id (locks::wake_id()) right before the unlock message. A client
@@ -116,7 +128,8 @@ class lock_protocol {
   // the client's place in the line (zero: only at the holder's lease end).
   virtual std::chrono::milliseconds wait_refresh() const { return std::chrono::milliseconds(0); }
   // The script by which a client whose last waiter for `name` gave up leaves the line (and passes
-  // on a reservation made for it); `owner` is one of the client's owner fields.
+  // on a reservation made for it); `owner` is one of the client's owner fields (for a type that
+  // waits_by_owner(): the field of the owner that gave up).
   virtual std::optional<script_call> leave_line(std::string_view name,
                                                 std::string_view owner) const {
     (void)name;

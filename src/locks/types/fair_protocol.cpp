@@ -1,0 +1,237 @@
+#include "locks/types/fair_protocol.hpp"
+
+#include <algorithm>
+
+#include "dlock/embedded_scripts.hpp"
+#include "dlock/error.hpp"
+#include "locks/names.hpp"
+
+namespace dlock::locks {
+namespace {
+
+// What Redisson publishes on unlock; its waiters and ours both understand it.
+constexpr std::string_view unlock_message = "0";
+
+std::string ms_arg(std::chrono::milliseconds d) {
+  return std::to_string(d.count());
+}
+
+[[noreturn]] void unexpected(std::string_view what, const reply& r) {
+  throw error(errc::protocol_error, "unexpected reply to the fair lock's " + std::string(what) +
+                                        " script: " + to_string(r));
+}
+
+bool is_count(const std::string& s) {
+  return !s.empty() && s.size() <= 19 && s.find_first_not_of("0123456789") == std::string::npos &&
+         std::stoull(s) > 0;
+}
+
+// "<client id>:<holder number>", as every lock field (force_unlock.lua checks the same).
+bool is_owner_field(const std::string& field) {
+  const std::size_t colon = field.rfind(':');
+  return colon != std::string::npos && colon > 0 && colon + 1 < field.size() &&
+         field.find_first_not_of("0123456789", colon + 1) == std::string::npos;
+}
+
+}  // namespace
+
+fair_protocol::fair_protocol(std::chrono::milliseconds thread_wait)
+    : wait_(std::max(thread_wait, std::chrono::milliseconds(1))),
+      lock_(std::string(scripts::fair_lock)),
+      unlock_(std::string(scripts::fair_unlock)),
+      leave_(std::string(scripts::fair_leave)),
+      renew_(std::string(scripts::renew_leases)),
+      force_(std::string(scripts::fair_force_unlock)),
+      status_(std::string(scripts::fair_status)) {}
+
+std::string fair_protocol::wake_channel(std::string_view name) const {
+  return unlock_channel(name);
+}
+
+std::string fair_protocol::owner_wake_channel(std::string_view name, std::string_view owner) const {
+  return unlock_channel(name).append(":").append(owner);
+}
+
+std::chrono::milliseconds fair_protocol::wait_refresh() const {
+  // Three attempts per W at least: a live waiter's deadline never comes near.
+  return std::max(wait_ / 3, std::chrono::milliseconds(1));
+}
+
+script_call fair_protocol::attempt(const attempt_request& request) const {
+  return {&lock_,
+          {std::string(request.name), fair_queue_key(request.name), fair_timeout_key(request.name),
+           fence_key(request.name)},
+          {ms_arg(request.lease), std::string(request.owner), std::to_string(request.known_holds),
+           ms_arg(wait_), request.may_wait ? "1" : "0"}};
+}
+
+std::optional<script_call> fair_protocol::leave_line(std::string_view name,
+                                                     std::string_view owner) const {
+  return script_call{
+      &leave_,
+      {fair_queue_key(name), fair_timeout_key(name), std::string(name), unlock_channel(name)},
+      {std::string(owner), ms_arg(wait_), std::string(unlock_message), "publish"},
+      3};
+}
+
+attempt_outcome fair_protocol::read_attempt(const reply& r) const {
+  // {1, token} acquired, {2, count} re-entered, {0, sleep} refused, {-1, 0} a read-write lock,
+  // {-2, type} another kind of key (fair_lock.lua).
+  if (!r.is_array() || r.elements.size() != 2) unexpected("lock", r);
+  const std::int64_t status = r.elements[0].integer;
+  const std::int64_t value = r.elements[1].integer;
+  attempt_outcome out;
+  switch (status) {
+    case 1:
+      if (value <= 0) unexpected("lock", r);
+      out.status = attempt_outcome::kind::acquired;
+      out.token = static_cast<std::uint64_t>(value);
+      out.count = 1;
+      return out;
+    case 2:
+      if (value <= 0) unexpected("lock", r);
+      out.status = attempt_outcome::kind::reentered;
+      out.count = static_cast<std::uint64_t>(value);
+      return out;
+    case 0:
+      out.status = attempt_outcome::kind::held_by_other;
+      out.holder_ttl_ms = value < 0 ? -1 : value;
+      return out;
+    case -1:
+      throw error(errc::wrong_type,
+                  "the name holds a read-write lock (dlock::shared_mutex, Redisson "
+                  "RReadWriteLock), not a fair lock (dlock::fair_mutex)");
+    case -2:
+      throw error(errc::wrong_type,
+                  "the name holds a " + r.elements[1].str +
+                      " (a plain lock, a semaphore or a latch are strings), not a fair lock "
+                      "(dlock::fair_mutex)");
+    default:
+      unexpected("lock", r);
+  }
+}
+
+script_call fair_protocol::release(const release_request& request) const {
+  return {&unlock_,
+          {request.name, fair_queue_key(request.name), fair_timeout_key(request.name),
+           unlock_channel(request.name), fence_key(request.name)},
+          {std::string(unlock_message), ms_arg(request.lease), request.owner,
+           std::to_string(request.remaining), std::to_string(request.token), "publish"},
+          5};
+}
+
+script_call fair_protocol::renew(std::span<const renewal_target> targets,
+                                 std::chrono::milliseconds lease) const {
+  // The hold is RLock's: renewed as the reentrant lock's (renew_leases.lua).
+  script_call call{&renew_, {}, {ms_arg(lease)}};
+  call.keys.reserve(targets.size());
+  call.args.reserve(targets.size() + 1);
+  for (const renewal_target& t : targets) {
+    call.keys.emplace_back(t.name);
+    call.args.emplace_back(t.owner);
+  }
+  return call;
+}
+
+script_call fair_protocol::check(std::span<const renewal_target> targets) const {
+  script_call call = renew(targets, std::chrono::milliseconds(1));
+  call.args.front() = "0";  // renew_leases.lua: a lease of "0" checks without extending
+  return call;
+}
+
+std::vector<bool> fair_protocol::read_renewal(const reply& r, std::size_t targets) const {
+  if (!r.is_array() || r.elements.size() != targets) unexpected("renewal", r);
+  std::vector<bool> renewed(targets);
+  for (std::size_t i = 0; i < targets; ++i)
+    renewed[i] = r.elements[i].integer == 1;
+  return renewed;
+}
+
+script_call fair_protocol::force_release(std::string_view name) const {
+  return {&force_,
+          {std::string(name), fair_queue_key(name), fair_timeout_key(name), unlock_channel(name)},
+          {std::string(unlock_message), "publish"},
+          1};
+}
+
+bool fair_protocol::read_force_release(std::string_view name, const reply& r) const {
+  // {1} deleted, {0} no key, {-1, what} not a lock (fair_force_unlock.lua).
+  if (!r.is_array() || r.elements.empty()) unexpected("force unlock", r);
+  switch (r.elements[0].integer) {
+    case 1:
+      return true;
+    case 0:
+      return false;
+    case -1:
+      if (r.elements.size() == 2) {
+        throw error(errc::wrong_type, "the key '" + printable_name(name) + "' holds " +
+                                          r.elements[1].str +
+                                          ", not a fair lock: refused to delete it");
+      }
+      break;
+  }
+  unexpected("force unlock", r);
+}
+
+script_call fair_protocol::status(std::string_view name) const {
+  return {&status_,
+          {std::string(name), fence_key(name), fair_queue_key(name), fair_timeout_key(name)},
+          {}};
+}
+
+lock_status fair_protocol::read_status(std::string_view name, const reply& r) const {
+  // {type, pttl, last token, {field, count, ...}, {field, deadline left, ...}, waiters}
+  // (fair_status.lua).
+  if (!r.is_array() || r.elements.size() != 6 || !r.elements[3].is_array() ||
+      r.elements[3].elements.size() % 2 != 0 || !r.elements[4].is_array() ||
+      r.elements[4].elements.size() % 2 != 0) {
+    unexpected("status", r);
+  }
+  const std::string& type = r.elements[0].str;
+  const auto not_a_lock = [&](const std::string& what) {
+    return error(errc::wrong_type,
+                 "the key '" + printable_name(name) + "' holds " + what + ", not a fair lock");
+  };
+  if (type != "none" && type != "hash") throw not_a_lock("a " + type);
+  lock_status s;
+  s.locked = type == "hash";
+  s.remaining_ttl = std::chrono::milliseconds(r.elements[1].integer);
+  try {
+    s.last_fencing_token = std::stoull(r.elements[2].str);
+  } catch (const std::logic_error&) {  // stoull: not a number, or out of range
+    throw error(errc::protocol_error, "the fencing counter is not a number: " + to_string(r));
+  }
+  const auto& fields = r.elements[3].elements;
+  for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+    const std::string& field = fields[i].str;
+    if (field == "mode") throw not_a_lock("a read-write lock (dlock::shared_mutex)");
+    if (!is_owner_field(field) || !is_count(fields[i + 1].str)) {
+      throw not_a_lock("a hash that is not a lock (field '" + printable_name(field) + "')");
+    }
+    s.holders.push_back({field, std::stoull(fields[i + 1].str)});
+  }
+  const auto& queue = r.elements[4].elements;
+  for (std::size_t i = 0; i + 1 < queue.size(); i += 2) {
+    lock_waiter w;
+    w.owner = queue[i].str;
+    const std::string& left = queue[i + 1].str;
+    if (!left.empty()) {
+      try {
+        w.deadline_left = std::chrono::milliseconds(std::stoll(left));
+        w.has_deadline = true;
+      } catch (const std::logic_error&) {
+        unexpected("status", r);
+      }
+    }
+    s.queue.push_back(std::move(w));
+  }
+  s.queue_length = static_cast<std::uint64_t>(std::max<std::int64_t>(r.elements[5].integer, 0));
+  return s;
+}
+
+std::vector<std::string_view> fair_protocol::scripts() const {
+  return {scripts::fair_lock,    scripts::fair_unlock,       scripts::fair_leave,
+          scripts::renew_leases, scripts::fair_force_unlock, scripts::fair_status};
+}
+
+}  // namespace dlock::locks
