@@ -16,9 +16,21 @@
 //       hold (a non-atomic increment of COUNTER), the others read holds of a few milliseconds.
 //       Both sides count themselves in Redis (COUNTER:readers, COUNTER:writers) and check the
 //       other side on entry; prints "violations <n> max_readers <m> tokens_not_increasing <k>".
+//   dlock_test_lock_worker fair-hold URL NAME WATCHDOG_MS
+//       takes the fair lock NAME, prints "locked <token>", waits to be killed.
+//   dlock_test_lock_worker fair-wait URL NAME WAIT_MS
+//       with a thread wait time (lock_options::fair_wait_timeout) of WAIT_MS, prints
+//       "waiting <owner field>" and waits for the fair lock NAME (to be killed while it waits).
+//   dlock_test_lock_worker fair-run URL NAME COUNTER THREADS MILLIS GRANTS
+//       THREADS threads each take the fair lock NAME again and again until MILLIS have passed
+//       (at least once), each hold a non-atomic increment of COUNTER and, unless GRANTS is "-",
+//       an RPUSH of the thread's owner field to GRANTS (the order of the grants); prints
+//       "holds <n1> <n2> ... wait_p99_us <p> wait_max_us <m> tokens_not_increasing <k>".
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <iostream>
 #include <mutex>
 #include <shared_mutex>
@@ -114,6 +126,58 @@ int rw_count(const std::vector<std::string>& args) {
   return 0;
 }
 
+// Fair lock: threads that keep coming back, their holds counted per thread and their waits
+// measured (the time lock() took).
+int fair_run(const std::vector<std::string>& args) {
+  dlock::client c{args[1]};
+  const std::string name = args[2], counter = args[3], grants = args[6];
+  const int threads = std::stoi(args[4]);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::stoi(args[5]));
+  std::mutex m;
+  std::uint64_t last_token = 0;
+  int not_increasing = 0;
+  std::vector<long long> waits_us;
+  std::vector<int> holds(static_cast<std::size_t>(threads), 0);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      dlock::fair_mutex f = c.get_fair_lock(name);
+      std::vector<long long> mine;
+      do {
+        const auto asked = std::chrono::steady_clock::now();
+        std::unique_lock guard{f};
+        mine.push_back(std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - asked)
+                           .count());
+        {
+          std::lock_guard l(m);
+          if (f.fencing_token() <= last_token) ++not_increasing;
+          last_token = f.fencing_token();
+        }
+        const dlock::reply v = c.command({"GET", counter});
+        const long long n = v.is_nil() ? 0 : std::stoll(v.str);
+        c.command({"SET", counter, std::to_string(n + 1)});
+        if (grants != "-") c.command({"RPUSH", grants, f.owner_id()});
+        ++holds[static_cast<std::size_t>(t)];
+      } while (std::chrono::steady_clock::now() < until);
+      std::lock_guard l(m);
+      waits_us.insert(waits_us.end(), mine.begin(), mine.end());
+    });
+  }
+  for (auto& w : workers)
+    w.join();
+  std::sort(waits_us.begin(), waits_us.end());
+  const std::size_t p99 = waits_us.empty() ? 0 : (waits_us.size() * 99 + 99) / 100 - 1;
+  std::cout << "holds";
+  for (int h : holds)
+    std::cout << ' ' << h;
+  std::cout << " wait_p99_us " << (waits_us.empty() ? 0 : waits_us[p99]) << " wait_max_us "
+            << (waits_us.empty() ? 0 : waits_us.back()) << " tokens_not_increasing "
+            << not_increasing << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,6 +204,28 @@ int main(int argc, char** argv) {
         ::pause();
     }
     if (args.size() == 6 && args[0] == "rw-count") return rw_count(args);
+    if (args.size() == 4 && args[0] == "fair-hold") {
+      dlock::client_options o = dlock::client_options::from_url(args[1]);
+      o.locks.watchdog_timeout = std::chrono::milliseconds(std::stoll(args[3]));
+      dlock::client c{o};
+      dlock::fair_mutex f = c.get_fair_lock(args[2]);
+      f.lock();
+      std::cout << "locked " << f.fencing_token() << std::endl;
+      for (;;)
+        ::pause();
+    }
+    if (args.size() == 4 && args[0] == "fair-wait") {
+      dlock::client_options o = dlock::client_options::from_url(args[1]);
+      o.locks.fair_wait_timeout = std::chrono::milliseconds(std::stoll(args[3]));
+      dlock::client c{o};
+      dlock::fair_mutex f = c.get_fair_lock(args[2]);
+      std::cout << "waiting " << f.owner_id() << std::endl;
+      f.lock();
+      std::cout << "locked" << std::endl;
+      for (;;)
+        ::pause();
+    }
+    if (args.size() == 7 && args[0] == "fair-run") return fair_run(args);
     if (args.size() == 6 && args[0] == "plain-count") {
       return count(
           args, [](dlock::client& c, const std::string& name) { return c.get_plain_lock(name); });
