@@ -136,7 +136,8 @@ class acquisition {
 // Whether the lock still records the lease's hold: the reentrant lock's hash has its field, the
 // plain lock's key its value ("<owner>:<token>"). When Redis cannot be asked, the library's view
 // stands: it reports a hold it could not confirm in time as lost.
-bool still_held(const dlock::mutex& m, const std::optional<dlock::plain_lock>& plain,
+bool still_held(const dlock::mutex& m, const std::optional<dlock::fair_mutex>& fair,
+                const std::optional<dlock::plain_lock>& plain,
                 const std::optional<dlock::semaphore>& sem, const std::string& permit_id,
                 const std::optional<dlock::shared_mutex>& rw, bool writer,
                 const lock_lease& lease) {
@@ -144,6 +145,7 @@ bool still_held(const dlock::mutex& m, const std::optional<dlock::plain_lock>& p
     const lock_status s = sem     ? sem->status()
                           : plain ? plain->status()
                           : rw    ? rw->status()
+                          : fair  ? fair->status()
                                   : m.status();
     const std::string owner =
         sem      ? permit_id
@@ -310,6 +312,8 @@ int run_exec(const exec_options& o) {
     acquisition waiting;  // before the client: see acquisition
     dlock::client redis{copts};
     dlock::mutex m = redis.get_lock(o.name);
+    std::optional<dlock::fair_mutex> fair;
+    if (o.fair) fair.emplace(redis.get_fair_lock(o.name));
     std::optional<dlock::plain_lock> plain;
     if (o.plain) plain.emplace(redis.get_plain_lock(o.name));
     std::optional<dlock::semaphore> sem;
@@ -330,7 +334,8 @@ int run_exec(const exec_options& o) {
         sem     ? sem->async_acquire(wait_options)
         : plain ? plain->async_acquire(wait_options)
         : rw ? (o.shared ? rw->async_acquire_shared(wait_options) : rw->async_acquire(wait_options))
-             : m.async_acquire(wait_options));
+        : fair ? fair->async_acquire(wait_options)
+               : m.async_acquire(wait_options));
     int signalled = 0;
     while (!waiting.done()) {
       std::array<pollfd, 2> fds{pollfd{signals.get(), POLLIN, 0}, pollfd{waiting.fd(), POLLIN, 0}};
@@ -465,7 +470,7 @@ int run_exec(const exec_options& o) {
 
     // Renewals notice a lost hold only every third of the lease, so a lock deleted or taken since
     // the last one would go unnoticed: one look at the lock before releasing it closes that gap.
-    if (!lost && !still_held(m, plain, sem, permit_id, rw, o.exclusive, lease)) {
+    if (!lost && !still_held(m, fair, plain, sem, permit_id, rw, o.exclusive, lease)) {
       report_lost(", noticed when it ended");
     }
     // The hold may also have been reported lost just now, with the pipe not yet read.

@@ -26,6 +26,9 @@ struct exec_options {
   // (-x), as flock(1)'s --shared and --exclusive. At most one of plain, shared, exclusive.
   bool shared = false;
   bool exclusive = false;
+  // The fair lock (--fair: Redisson's RFairLock layout; waiters served in arrival order) instead
+  // of the reentrant one.
+  bool fair = false;
   // How long to wait for the lock (-w); std::nullopt waits until it is acquired.
   std::optional<std::chrono::milliseconds> wait;
   // An explicit lease, never renewed (--lease); std::nullopt: a watchdog lease.

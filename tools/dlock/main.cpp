@@ -178,6 +178,14 @@ int run(int argc, char** argv) {
   shared_flag->excludes(exclusive_flag);
   for (auto* rw_flag : {shared_flag, exclusive_flag})
     rw_flag->excludes("--plain")->excludes("--semaphore");
+  exec_cmd
+      ->add_flag("--fair", exec_o.fair,
+                 "Take the fair lock NAME (Redisson's RFairLock): waiters from every client are "
+                 "served in the order they came")
+      ->excludes("--plain")
+      ->excludes("--semaphore")
+      ->excludes(shared_flag)
+      ->excludes(exclusive_flag);
   exec_cmd->add_option("-w,--wait", exec_a.wait,
                        "Give up after waiting SECONDS (fractions allowed); default: wait until "
                        "acquired");

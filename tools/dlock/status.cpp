@@ -22,7 +22,8 @@ std::string describe_ttl(std::chrono::milliseconds ttl) {
 // A lock of a kind the command knows: the reentrant lock (a hash), the plain lock (a string set
 // with SET NX PX, by dlock or by redis-py, redsync, node-redlock), the semaphore (a count) or the
 // read-write lock (a hash with a "mode" field, dlock's or Redisson's RReadWriteLock).
-enum class lock_kind { reentrant, plain, semaphore, read_write };
+// A fair lock's hash is a reentrant lock's; its waiting list tells it apart while someone waits.
+enum class lock_kind { reentrant, plain, semaphore, read_write, fair };
 
 std::string_view kind_name(lock_kind kind) {
   switch (kind) {
@@ -32,6 +33,8 @@ std::string_view kind_name(lock_kind kind) {
       return "semaphore";
     case lock_kind::read_write:
       return "read_write";
+    case lock_kind::fair:
+      return "fair";
     default:
       return "reentrant";
   }
@@ -62,6 +65,16 @@ std::string to_json(const std::string& name, lock_kind kind, const lock_status& 
   if (kind == lock_kind::read_write) {
     read_write =
         fmt::format(R"(,"mode":{},"waiting_writers":{})", json_quote(s.mode), s.waiting_writers);
+  }
+  if (kind == lock_kind::fair) {
+    std::string queue;
+    for (const lock_waiter& w : s.queue) {
+      if (!queue.empty()) queue += ",";
+      queue += w.has_deadline ? fmt::format(R"({{"owner":{},"deadline_left_ms":{}}})",
+                                            json_quote(w.owner), w.deadline_left.count())
+                              : fmt::format(R"({{"owner":{}}})", json_quote(w.owner));
+    }
+    read_write = fmt::format(R"(,"queue":[{}],"queue_length":{})", queue, s.queue_length);
   }
   return fmt::format(
       R"({{"name":{},"locked":{},"holders":[{}],"remaining_ttl_ms":{},"last_fencing_token":{},)"
@@ -106,7 +119,10 @@ std::string to_text(const std::string& name, lock_kind kind, const lock_status& 
     }
     out += fmt::format("  waiting writers     {}\n", s.waiting_writers);
   }
-  if (kind == lock_kind::reentrant) {
+  if (kind == lock_kind::fair) {
+    out += "  kind                fair lock (dlock exec --fair, Redisson RFairLock)\n";
+  }
+  if (kind == lock_kind::reentrant || kind == lock_kind::fair) {
     for (const lock_holder& h : s.holders) {
       out += fmt::format("  holder              {} ({} hold{})\n", h.owner, h.count,
                          h.count == 1 ? "" : "s");
@@ -116,6 +132,14 @@ std::string to_text(const std::string& name, lock_kind kind, const lock_status& 
   out += fmt::format("  last fencing token  {}\n", s.last_fencing_token == 0
                                                        ? std::string("none yet")
                                                        : std::to_string(s.last_fencing_token));
+  if (kind == lock_kind::fair) {
+    out += fmt::format("  waiting             {} in line\n", s.queue_length);
+    for (const lock_waiter& w : s.queue) {
+      out += fmt::format("  in line             {} (dropped if not served within {})\n", w.owner,
+                         w.has_deadline ? format_seconds(w.deadline_left) : std::string("never"));
+    }
+    return out;
+  }
   out += fmt::format("  waiting clients     {}\n", s.subscribers);
   return out;
 }
@@ -199,6 +223,14 @@ int run_status(const std::string& redis_url, const std::string& name, bool json)
     if (const auto what = kind == lock_kind::reentrant ? not_a_lock_hash(s) : std::nullopt) {
       return refuse_data(command, fmt::format("the key '{}' holds {}", shown_name(name), *what));
     }
+    if (kind == lock_kind::reentrant) {
+      // A fair lock while someone waits in its line; otherwise the two look the same.
+      const lock_status fair = redis.get_fair_lock(name).status();
+      if (fair.queue_length > 0) {
+        s = fair;
+        kind = lock_kind::fair;
+      }
+    }
     fmt::print("{}", json ? to_json(name, kind, s) + "\n" : to_text(name, kind, s));
     return exit_ok;
   } catch (const dlock::error& e) {
@@ -212,7 +244,10 @@ int run_force_unlock(const std::string& redis_url, const std::string& name) {
     dlock::client redis{client_options_for(redis_url)};
     bool released = false;
     try {
-      released = redis.get_lock(name).force_unlock();
+      // A fair lock with waiters: deleted by its own script, which wakes the head of its line.
+      dlock::fair_mutex fair = redis.get_fair_lock(name);
+      released = fair.status().queue_length > 0 ? fair.force_unlock()
+                                                : redis.get_lock(name).force_unlock();
     } catch (const dlock::error& e) {
       // A string: a plain lock (deleted), a semaphore's count or data (refused by the library as
       // well); a hash with a mode: a read-write lock.
