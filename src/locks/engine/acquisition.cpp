@@ -60,7 +60,9 @@ void acquisition::start() {
 
 void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes) {
   if (!begin()) return;
-  may_be_in_line_ = attempted;  // the blocking caller's attempt was one that may wait
+  // The blocking caller's attempt was one that may wait: for a server queue of owners, it may
+  // have joined it, and must leave it if this ends without a hold.
+  may_be_in_line_ = attempted && p_.lock.protocol->waits_by_owner();
   run(machine_.start_waiting(clock::now(), ttl_ms, attempted, holder_publishes));
 }
 
