@@ -241,8 +241,9 @@ TEST_F(FairScriptsTest, TheLastUnlockWakesTheHeadAloneAndKeepsTheLockForIt) {
   ASSERT_EQ(lock(owner_c, true).first, 0);
   const std::int64_t c_deadline = deadline_of(owner_c);
   std::vector<std::string> heard_by_c;
+  const std::int64_t held = token.integer;  // clang 14: no structured binding in a lambda
   const auto heard_by_b = heard_by(owner_b, [&] {
-    heard_by_c = heard_by(owner_c, [&] { EXPECT_EQ(unlock(owner_a, token.integer), 1); });
+    heard_by_c = heard_by(owner_c, [&] { EXPECT_EQ(unlock(owner_a, held), 1); });
   });
   EXPECT_EQ(heard_by_b, std::vector<std::string>{"0"});
   EXPECT_TRUE(heard_by_c.empty());
@@ -390,7 +391,8 @@ TEST_F(FairScriptsTest, JavaAndDlockWaitersAreServedInListOrder) {
   EXPECT_TRUE(line().empty());
   // And a Java waiter behind a dlock holder hears dlock's unlock on its own channel.
   ASSERT_TRUE(java_lock(java_1).is_integer());
-  const auto java_heard = heard_by(java_1, [&] { EXPECT_EQ(unlock(owner_a, token.integer), 1); });
+  const std::int64_t held = token.integer;  // clang 14: no structured binding in a lambda
+  const auto java_heard = heard_by(java_1, [&] { EXPECT_EQ(unlock(owner_a, held), 1); });
   EXPECT_EQ(java_heard, std::vector<std::string>{"0"});
   EXPECT_TRUE(java_lock(java_1).is_nil());
   EXPECT_EQ(c.command({"HGET", name, java_1}).str, "1") << "one hold: nobody wrote the field";
