@@ -245,9 +245,15 @@ int run_force_unlock(const std::string& redis_url, const std::string& name) {
     bool released = false;
     try {
       // A fair lock with waiters: deleted by its own script, which wakes the head of its line.
+      // Anything else (a key of another kind included) goes the reentrant lock's way first.
       dlock::fair_mutex fair = redis.get_fair_lock(name);
-      released = fair.status().queue_length > 0 ? fair.force_unlock()
-                                                : redis.get_lock(name).force_unlock();
+      bool fair_waiters = false;
+      try {
+        fair_waiters = fair.status().queue_length > 0;
+      } catch (const dlock::error& e) {
+        if (e.code() != errc::wrong_type) throw;
+      }
+      released = fair_waiters ? fair.force_unlock() : redis.get_lock(name).force_unlock();
     } catch (const dlock::error& e) {
       // A string: a plain lock (deleted), a semaphore's count or data (refused by the library as
       // well); a hash with a mode: a read-write lock.
