@@ -176,12 +176,13 @@ void wait_queues::on_message(const std::string& channel, std::string_view payloa
   for (const lock_ref& lock : ch->second.locks) {
     const auto it = locks_.find(lock);
     if (it == locks_.end()) continue;
+    // A wait line's wake id wakes its own client only, and the unlock message right after an id
+    // woke the client the id named; every other message counts as the protocol reads it.
+    const bool by_line = lock.protocol->wakes_by_line();
     std::size_t n = 0;
-    if (!lock.protocol->wakes_by_line()) {
-      n = lock.protocol->wake_ups(payload);
-    } else if (wake_id) {
+    if (by_line && wake_id) {
       n = payload == own_wake_id_ ? 1 : 0;
-    } else if (!(after_wake_id && payload == "0")) {
+    } else if (!by_line || !(after_wake_id && payload == "0")) {
       n = lock.protocol->wake_ups(payload);
     }
     if (n == lock_protocol::wake_everyone) {
