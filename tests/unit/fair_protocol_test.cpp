@@ -5,6 +5,7 @@
 
 #include "core/hash_slot.hpp"
 #include "dlock/error.hpp"
+#include "dlock/options.hpp"
 #include "locks/names.hpp"
 #include "locks/types/fair_protocol.hpp"
 #include "support/lock_name_cases.hpp"
@@ -120,6 +121,14 @@ TEST(FairProtocol, StatusRepliesDecodeWithTheLine) {
       (void)p.read_status("n", array({bulk("hash"), integer(-1), bulk("0"),
                                       array({bulk("mode"), bulk("read")}), array({}), integer(0)})),
       error);
+}
+
+TEST(FairProtocol, TheThreadWaitTimeComesFromTheOptionsOrTheUrl) {
+  EXPECT_EQ(lock_options{}.fair_wait_timeout, 300s);  // Redisson's fairLockWaitTimeout
+  EXPECT_EQ(client_options::from_url("redis://h:1?fair_wait_timeout=2000").locks.fair_wait_timeout,
+            2000ms);
+  EXPECT_THROW((void)client_options::from_url("redis://h:1?fair_wait_timeout=0"), error);
+  EXPECT_EQ(fair_protocol(0ms).thread_wait(), 1ms);
 }
 
 }  // namespace
