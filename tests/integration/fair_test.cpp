@@ -118,6 +118,39 @@ TEST(FairMutex, OtherKindsOfLockOnTheNameAreClearErrors) {
   EXPECT_THROW((void)f.try_lock(), error);
 }
 
+// A fair lock's hash is a reentrant lock's; while someone waits in its line a dlock::mutex on the
+// name is refused (it would jump the line), naming both kinds. Without waiters the two cannot be
+// told apart (docs/locks.md, "Fair lock").
+TEST(FairMutex, AReentrantLockOnAFairLockWithWaitersIsAClearError) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("f");
+  fair_mutex f = c.get_fair_lock(name);
+  mutex m = c.get_lock(name);
+  f.lock();
+  auto waiter = std::async(std::launch::async, [&] {
+    f.lock();
+    f.unlock();
+  });
+  ASSERT_TRUE(test::eventually([&] { return f.status().queue_length == 1; }));
+  try {
+    (void)std::async(std::launch::async, [&] { return m.try_lock(); }).get();
+    FAIL() << "a reentrant lock was taken on a fair lock with waiters";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::wrong_type);
+    EXPECT_NE(std::string(e.what()).find("fair lock"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("reentrant lock"), std::string::npos) << e.what();
+  }
+  f.unlock();
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(test::eventually([&] { return f.status().queue_length == 0 && !f.is_locked(); }));
+  ASSERT_TRUE(std::async(std::launch::async, [&] {
+                const bool got = m.try_lock();
+                if (got) m.unlock();
+                return got;
+              }).get());
+}
+
 TEST(FairMutex, StatusShowsTheLineAndMetricsTheType) {
   redis_server server;
   client c{server.url()};

@@ -17,6 +17,7 @@
 -- KEYS[3] the wait line          ARGV[3] how many holds the client knows this holder has
 -- KEYS[4] the line's deadlines   ARGV[4] the client's wake id ("": it takes no part in the line)
 -- KEYS[5] the reservation        ARGV[5] "1": the caller waits if this attempt fails
+-- KEYS[6] (optional) the fair lock's waiting list of the same name (fair_lock.lua)
 --                                ARGV[6] after taking the lock: "r" the client has other waiters
 --                                        (back to the line's tail), "l" leave the line, "" none
 --                                ARGV[7] how long a client stays in line without attempting (ms)
@@ -33,6 +34,7 @@
 --         {0, pttl}      held (or reserved) by someone else: milliseconds until its lease (or the
 --                        reservation) ends (-1: no TTL)
 --         {-1, 0}        the hash is a read-write lock (it has a "mode" field)
+--         {-2, 0}        the name is a fair lock that someone waits for (its list exists)
 local counter_ttl_ms = 86400000
 local id = ARGV[4]
 local lifetime = tonumber(ARGV[7])
@@ -55,6 +57,11 @@ local function refused(pttl)
   return {0, pttl}
 end
 
+-- A fair lock's hash looks like ours; its waiting list tells it apart while someone waits, and
+-- taking it then would jump that line.
+if KEYS[6] and redis.call('exists', KEYS[6]) == 1 then
+  return {-2, 0}
+end
 local known = tonumber(ARGV[3])
 local free = redis.call('exists', KEYS[1]) == 0
 if free then

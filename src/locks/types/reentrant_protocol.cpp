@@ -44,6 +44,7 @@ script_call reentrant_protocol::attempt(const attempt_request& request) const {
       {std::string(request.name), fence_key(request.name)},
       {ms_arg(request.lease), std::string(request.owner), std::to_string(request.known_holds)}};
   append_line_keys(call.keys, request.name);
+  call.keys.push_back(fair_queue_key(request.name));  // a fair lock's, to refuse mixing
   append_line_args(call.args, request);
   return call;
 }
@@ -79,6 +80,10 @@ attempt_outcome reentrant_protocol::read_attempt(const reply& r) const {
       throw error(errc::wrong_type,
                   "the name holds a read-write lock (dlock::shared_mutex, Redisson "
                   "RReadWriteLock), not a reentrant lock (dlock::mutex)");
+    case -2:
+      throw error(errc::wrong_type,
+                  "the name holds a fair lock (dlock::fair_mutex, Redisson RFairLock) with "
+                  "waiters in its line, not a reentrant lock (dlock::mutex)");
     default:
       unexpected("lock", r);
   }
