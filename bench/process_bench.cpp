@@ -7,6 +7,11 @@
 //   naive   each thread its own hiredis connection: SET key token NX PX 30000, on failure sleep
 //           --naive-retry-ms and retry; release by a compare-and-delete script (waits for its
 //           reply)
+//   redis++ each thread its own redis-plus-plus connection (optional: built only when CMake is
+//   given
+//           -DDLOCK_BENCH_REDIS_PLUS_PLUS=<its source tree>): RedLock<RedLockMutex> on one
+//           master, try_lock(30 s) retried after --naive-retry-ms, as its README waits; unlock
+//           by its compare-and-delete script
 // Scenarios (the benchmark re-executes itself for every process it needs):
 //   a        1 process x 1 thread, lock + unlock cycles on one key, no hold, no think
 //   b        1 process x --threads threads, each on its own key, no hold, no think
@@ -57,6 +62,11 @@
 #include "bench_support.hpp"
 #include "dlock/client.hpp"
 #include "redis_process.hpp"
+
+#ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
+#include <sw/redis++/patterns/redlock.h>
+#include <sw/redis++/redis++.h>
+#endif
 
 extern char** environ;
 
@@ -224,8 +234,43 @@ class naive_side final : public any_lock {
   naive_lock l_;
 };
 
+#ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
+// redis-plus-plus' RedLock on one master. It has no waiting of its own (RedMutex::lock() sleeps a
+// random 0-5 ms before every attempt, the first included), so a waiter retries try_lock after
+// the same sleep as the naive lock.
+class rpp_side final : public any_lock {
+ public:
+  rpp_side(const redis_endpoint& at, const std::string& key, std::chrono::milliseconds retry)
+      : redis_(connect(at)), mutex_(redis_, key), lock_(mutex_, std::defer_lock), retry_(retry) {}
+  void lock() override {
+    while (!lock_.try_lock(std::chrono::milliseconds(30000)))
+      std::this_thread::sleep_for(retry_);
+  }
+  void unlock() override { lock_.unlock(); }
+
+ private:
+  static std::shared_ptr<sw::redis::Redis> connect(const redis_endpoint& at) {
+    sw::redis::ConnectionOptions o;
+    o.host = at.host;
+    o.port = at.port;
+    sw::redis::ConnectionPoolOptions pool;
+    pool.size = 1;
+    return std::make_shared<sw::redis::Redis>(o, pool);
+  }
+  std::shared_ptr<sw::redis::Redis> redis_;
+  sw::redis::RedLockMutex mutex_;
+  sw::redis::RedLock<sw::redis::RedLockMutex> lock_;
+  std::chrono::milliseconds retry_;
+};
+constexpr bool have_redis_plus_plus = true;
+constexpr const char* redis_plus_plus_source = DLOCK_BENCH_REDIS_PLUS_PLUS_SOURCE;
+#else
+constexpr bool have_redis_plus_plus = false;
+constexpr const char* redis_plus_plus_source = "";
+#endif
+
 struct child_args {
-  std::string side;  // "dlock" or "naive"
+  std::string side;  // "dlock", "naive" or "redis++"
   std::string url;
   std::string key;
   int threads = 1;
@@ -237,20 +282,28 @@ struct child_args {
   std::int64_t start_ns = 0;  // when every process starts its clock (CLOCK_MONOTONIC)
 };
 
+// A lock of `side` on `key`; `client` is the process's dlock::client (dlock side only).
+std::unique_ptr<any_lock> make_lock(const child_args& a, dlock::client* client,
+                                    const std::string& key) {
+  const std::chrono::milliseconds retry(a.naive_retry_ms);
+  if (a.side == "dlock") return std::make_unique<dlock_side>(client->get_lock(key));
+  if (a.side == "naive") {
+    return std::make_unique<naive_side>(naive_lock(endpoint_of(a.url), key, retry));
+  }
+#ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
+  if (a.side == "redis++") return std::make_unique<rpp_side>(endpoint_of(a.url), key, retry);
+#endif
+  throw std::runtime_error("unknown side: " + a.side);
+}
+
 // The measuring child: prints one line per thread, "acquisitions <n> waits_us <w1> <w2> ...".
 int run_load_child(const child_args& a) {
   std::unique_ptr<dlock::client> client;
   if (a.side == "dlock") client = std::make_unique<dlock::client>(a.url);
-  const redis_endpoint at = endpoint_of(a.url);
   std::vector<std::unique_ptr<any_lock>> locks;
   for (int t = 0; t < a.threads; ++t) {
-    const std::string key = a.own_keys ? a.key + ":" + std::to_string(t) : a.key;
-    if (client) {
-      locks.push_back(std::make_unique<dlock_side>(client->get_lock(key)));
-    } else {
-      locks.push_back(std::make_unique<naive_side>(
-          naive_lock(at, key, std::chrono::milliseconds(a.naive_retry_ms))));
-    }
+    locks.push_back(
+        make_lock(a, client.get(), a.own_keys ? a.key + ":" + std::to_string(t) : a.key));
   }
   if (client) {  // connect, load the scripts and subscribe before the clock starts
     locks.front()->lock();
@@ -280,8 +333,10 @@ int run_load_child(const child_args& a) {
     w.join();
   for (const auto& mine : waits) {
     std::string line = "acquisitions " + std::to_string(mine.size()) + " waits_us";
-    for (const double w : mine)
-      line += " " + std::to_string(static_cast<long long>(w));
+    for (const double w : mine) {
+      line += ' ';
+      line += std::to_string(static_cast<long long>(w));
+    }
     std::puts(line.c_str());
   }
   locks.clear();
@@ -293,14 +348,8 @@ int run_load_child(const child_args& a) {
 // returns and "unlocked <ns>" with the time just before unlock().
 int run_handoff_child(const child_args& a) {
   std::unique_ptr<dlock::client> client;
-  std::unique_ptr<any_lock> l;
-  if (a.side == "dlock") {
-    client = std::make_unique<dlock::client>(a.url);
-    l = std::make_unique<dlock_side>(client->get_lock(a.key));
-  } else {
-    l = std::make_unique<naive_side>(
-        naive_lock(endpoint_of(a.url), a.key, std::chrono::milliseconds(a.naive_retry_ms)));
-  }
+  if (a.side == "dlock") client = std::make_unique<dlock::client>(a.url);
+  std::unique_ptr<any_lock> l = make_lock(a, client.get(), a.key);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::puts("ready");
   char line[64];
@@ -599,25 +648,49 @@ int run_parent(const bench_options& o) {
     scenarios.push_back({layout, std::stoi(layout.substr(0, x)), std::stoi(layout.substr(x + 1)),
                          false, o.hold_ms, o.think_ms});
   }
-  double dlock_a_lock_p50_us = 0;
+  std::vector<std::string> sides{"naive", "dlock"};
+  if (have_redis_plus_plus) sides.emplace_back("redis++");
+  std::map<std::string, double> a_lock_p50_us;  // by side
+  std::vector<std::string> against_rpp;         // one line per scenario
   for (const scenario& s : scenarios) {
     std::map<std::string, std::vector<load_result>> runs;
     for (int round = 0; round < o.repeat; ++round) {
-      for (int i = 0; i < 2; ++i) {
-        const std::string side = ((round + i) % 2 == 0) ? "dlock" : "naive";
+      for (std::size_t i = 0; i < sides.size(); ++i) {  // each round starts with another side
+        const std::string& side = sides[(static_cast<std::size_t>(round) + i) % sides.size()];
         runs[side].push_back(run_load(o, url, admin, side, s.processes, s.threads, s.own_keys,
                                       s.hold_ms, s.think_ms, "bench:processes:" + s.name));
       }
     }
     const load_result naive = median_of(runs["naive"]);
-    const load_result mine = median_of(runs["dlock"]);
-    print_load(s.name.c_str(), "naive", naive, 0);
-    print_load(s.name.c_str(), "dlock", mine, naive.per_second);
-    if (s.name == "a") dlock_a_lock_p50_us = percentile(mine.waits_us, 50);
+    for (const std::string& side : sides) {
+      const load_result r = median_of(runs[side]);
+      print_load(s.name.c_str(), side, r, side == "naive" ? 0 : naive.per_second);
+      if (s.name == "a") a_lock_p50_us[side] = percentile(r.waits_us, 50);
+    }
+    if (have_redis_plus_plus) {
+      const load_result mine = median_of(runs["dlock"]);
+      const load_result rpp = median_of(runs["redis++"]);
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-6s acq/s %.2fx   p99 wait %.2fx (lower is better)",
+                    s.name.c_str(), mine.per_second / rpp.per_second,
+                    percentile(mine.waits_us, 99) / percentile(rpp.waits_us, 99));
+      against_rpp.emplace_back(line);
+    }
   }
-  std::printf("\nuncontended lock() p50 (dlock, scenario a): %.1f us = %.2f RTT (target <= 1.3)\n",
-              dlock_a_lock_p50_us, dlock_a_lock_p50_us / rtt_us);
-  for (const std::string side : {"naive", "dlock"}) {
+  if (have_redis_plus_plus) {
+    std::printf("\ndlock against redis++ (%s):\n", redis_plus_plus_source);
+    for (const std::string& line : against_rpp)
+      std::puts(line.c_str());
+  } else {
+    std::printf(
+        "\nredis++ baseline skipped: configure with -DDLOCK_BENCH_REDIS_PLUS_PLUS=<a checkout of "
+        "github.com/sewenew/redis-plus-plus>\n");
+  }
+  for (const auto& [side, us] : a_lock_p50_us) {
+    std::printf("uncontended lock() p50 (%s, scenario a): %.1f us = %.2f RTT%s\n", side.c_str(), us,
+                us / rtt_us, side == "dlock" ? " (target <= 1.3)" : "");
+  }
+  for (const std::string& side : sides) {
     std::vector<double> all;
     for (int round = 0; round < o.repeat; ++round) {
       const std::vector<double> us = run_handoff(o, url, admin, side);
