@@ -41,6 +41,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -175,6 +176,38 @@ double median_ping_us(const redis_endpoint& at, int pings) {
     run(c.get(), {"PING"});
     us.push_back(std::chrono::duration<double, std::micro>(steady::now() - t0).count());
   }
+  return median(us);
+}
+
+// What one hand-off between two threads costs here (a condition variable and back, halved):
+// the floor under any client that hands a blocking call to an I/O thread and back, as dlock
+// does, paid twice per call on top of the round trip.
+double median_thread_handoff_us(int rounds) {
+  std::mutex m;
+  std::condition_variable cv;
+  int turn = 0;  // even: the main thread's, odd: the echo thread's
+  std::thread echo([&] {
+    for (int i = 0; i < rounds; ++i) {
+      std::unique_lock lock(m);
+      cv.wait(lock, [&] { return turn % 2 == 1; });
+      ++turn;
+      lock.unlock();
+      cv.notify_one();
+    }
+  });
+  std::vector<double> us;
+  for (int i = 0; i < rounds; ++i) {
+    const auto t0 = steady::now();
+    {
+      std::lock_guard lock(m);
+      ++turn;
+    }
+    cv.notify_one();
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return turn % 2 == 0; });
+    us.push_back(std::chrono::duration<double, std::micro>(steady::now() - t0).count() / 2);
+  }
+  echo.join();
   return median(us);
 }
 
@@ -627,7 +660,9 @@ int run_parent(const bench_options& o) {
               std::thread::hardware_concurrency());
   print_idle("machine idle before the runs: ", "");
   const double rtt_us = median_ping_us(endpoint_of(url), o.pings);
-  std::printf("RTT (median synchronous hiredis PING): %.1f us\n\n", rtt_us);
+  std::printf("RTT (median synchronous hiredis PING): %.1f us\n", rtt_us);
+  std::printf("thread hand-off (median, condition variable, one way): %.1f us\n\n",
+              median_thread_handoff_us(o.pings));
   std::printf(
       "  scen   side      acq/s   vs naive  min/proc max/proc max/min   p50 ms   p99 ms   max ms  "
       "cmds/acq\n");
