@@ -5,6 +5,7 @@
 // `--gtest_filter=Cluster*` (and the CTest label "cluster") select it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <string>
 #include <utility>
@@ -77,6 +78,18 @@ TEST_F(ClusterTls, OneRedissSeedReachesEveryMasterOverTls) {
   const auto masters = cluster().masters();
   for (std::size_t i = 0; i < masters.size(); ++i)
     EXPECT_GT(tls_clients_of(masters[i]), before[i]) << "master " << masters[i];
+  // CLUSTER SLOTS, the map of servers before Redis 7 (parsed without a TLS flag), names the TLS
+  // ports to a TLS client too.
+  const reply slots = c.command({"CLUSTER", "SLOTS"});
+  ASSERT_FALSE(slots.elements.empty());
+  for (const reply& range : slots.elements) {
+    ASSERT_GE(range.elements.size(), 3u);
+    const auto port = static_cast<std::uint16_t>(range.elements[2].elements.at(1).integer);
+    EXPECT_NE(std::find_if(masters.begin(), masters.end(),
+                           [&](std::uint16_t m) { return cluster().tls_port(m) == port; }),
+              masters.end())
+        << "CLUSTER SLOTS over TLS names port " << port;
+  }
 }
 
 TEST_F(ClusterTls, LocksInManySlotsAreTakenAndReleased) {
