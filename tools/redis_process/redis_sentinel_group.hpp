@@ -159,6 +159,8 @@ class redis_sentinel_group {
   // takes. With a password: "redis-sentinel://:<password>@..." (the data nodes' password);
   // with a sentinel password: "...?sentinel_password=<it>#..."; `query` (such as
   // "min_replicas=1&replica_timeout=100") is added to the query. Passwords are percent-encoded.
+  // With options().tls: "rediss-sentinel://" and the sentinels' TLS ports (the client also needs
+  // ca_file()).
   std::string sentinel_url(std::string_view query = {}) const;
   // With options().tls: the TLS port of a data node or sentinel (0 without tls; throws
   // std::out_of_range like node()), and the CA that verifies them all ("" without tls).
