@@ -15,6 +15,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,6 +110,13 @@ class hold_checker {
     return max_concurrent_;
   }
 
+  // The longest time nobody held the name between two holds: a wake-up that came late (or only
+  // with a waiter's timer) shows here.
+  double longest_idle_ms() const {
+    std::lock_guard lock(mutex_);
+    return std::chrono::duration<double, std::milli>(longest_idle_).count();
+  }
+
  private:
   struct granted {
     std::size_t waiter;
@@ -130,6 +138,9 @@ class hold_checker {
         const bool excluded =
             g.exclusive ? exclusive_ + shared_ > 0 : exclusive_ > 0 || shared_ >= capacity_;
         if (excluded) ++overlaps_;
+        if (exclusive_ + shared_ == 0 && last_left_) {
+          longest_idle_ = std::max(longest_idle_, steady_clock::now() - *last_left_);
+        }
         ++(g.exclusive ? exclusive_ : shared_);
         max_concurrent_ = std::max(max_concurrent_, exclusive_ + shared_);
       }
@@ -139,6 +150,7 @@ class hold_checker {
       {
         std::lock_guard lock(mutex_);
         --(g.exclusive ? exclusive_ : shared_);
+        if (exclusive_ + shared_ == 0) last_left_ = steady_clock::now();
         ++finished_;
       }
       // Released after it stopped counting as a holder: the next hold is granted after this.
@@ -156,6 +168,8 @@ class hold_checker {
   std::vector<std::string> failures_;
   std::size_t finished_ = 0;
   std::size_t exclusive_ = 0, shared_ = 0, overlaps_ = 0, max_concurrent_ = 0;
+  std::optional<steady_clock::time_point> last_left_;
+  steady_clock::duration longest_idle_{};
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };
@@ -180,10 +194,11 @@ struct waiter_clients {
   std::vector<std::unique_ptr<client>> all;
 };
 
-void report(const char* what, steady_clock::time_point start, std::size_t max_concurrent) {
+void report(const char* what, steady_clock::time_point start, const hold_checker& checker) {
   std::cout << what << ": " << waiters << " waiters on " << clients << " clients held in "
-            << seconds_since(start) << " s after the first release (at most " << max_concurrent
-            << " at once)\n";
+            << seconds_since(start) << " s after the first release (at most "
+            << checker.max_concurrent() << " at once; longest time nobody held it "
+            << checker.longest_idle_ms() << " ms)\n";
 }
 
 TEST(ManyWaiters, AThousandWaitersOfAMutexEachHoldItOnceAndAlone) {
@@ -201,7 +216,7 @@ TEST(ManyWaiters, AThousandWaitersOfAMutexEachHoldItOnceAndAlone) {
   const auto start = steady_clock::now();
   first.release();
   ASSERT_TRUE(checker.wait_all(all_done_bound)) << "not every waiter held the lock in time";
-  report("mutex", start, checker.max_concurrent());
+  report("mutex", start, checker);
   checker.expect_every_waiter_held_once();
   EXPECT_EQ(checker.max_concurrent(), 1u);
 }
@@ -227,7 +242,7 @@ TEST(ManyWaiters, AThousandReadersAndWritersWaitBehindAWriterAndExcludeAsTheySho
   const auto start = steady_clock::now();
   first.release();
   ASSERT_TRUE(checker.wait_all(all_done_bound)) << "not every waiter held the lock in time";
-  report("shared_mutex", start, checker.max_concurrent());
+  report("shared_mutex", start, checker);
   checker.expect_every_waiter_held_once();
 }
 
@@ -254,7 +269,7 @@ TEST(ManyWaiters, AThousandAcquirersOfThreePermitsEachHoldOneOnceAndNeverMoreTha
   for (auto& lease : first)
     lease.release();
   ASSERT_TRUE(checker.wait_all(all_done_bound)) << "not every waiter got a permit in time";
-  report("semaphore", start, checker.max_concurrent());
+  report("semaphore", start, checker);
   checker.expect_every_waiter_held_once();
   EXPECT_LE(checker.max_concurrent(), permits);
   // Every permit comes back (the last releases may still be on their way).
