@@ -603,7 +603,9 @@ struct typed_result {
   double writer_rate = 0;  // acquisitions/s of the writer threads
   double wait_p50_ms = 0;
   double wait_p99_ms = 0;
-  double max_holders = 0;  // the most threads between lock() returning and unlock() at once
+  double max_holders = 0;         // the most threads between lock() returning and unlock() at once
+  double writer_max_wait_ms = 0;  // the longest wait of a writer thread
+  double other_max_wait_ms = 0;   // the longest wait of the other threads
 };
 
 // Every thread of `ts` locks, holds `hold`, unlocks and thinks `think` on `key` for `seconds`.
@@ -614,6 +616,7 @@ typed_result run_typed(dlock::client& c, const type_scenario& ts, const std::str
   std::atomic<std::uint64_t> total{0}, by_writers{0};
   std::atomic<int> holders{0}, max_holders{0};
   std::vector<std::vector<double>> waits(static_cast<std::size_t>(ts.threads));
+  std::vector<char> writers(static_cast<std::size_t>(ts.threads), 0);
   std::mutex failure_mutex;
   std::exception_ptr failure;
   std::latch ready(ts.threads + 1);
@@ -622,6 +625,7 @@ typed_result run_typed(dlock::client& c, const type_scenario& ts, const std::str
   for (int t = 0; t < ts.threads; ++t) {
     pool.emplace_back([&, t] {
       typed_handle h = ts.make(c, key, t);
+      writers[static_cast<std::size_t>(t)] = h.writer ? 1 : 0;
       std::vector<double>& my_waits = waits[static_cast<std::size_t>(t)];
       my_waits.reserve(100'000);
       ready.count_down();
@@ -669,6 +673,12 @@ typed_result run_typed(dlock::client& c, const type_scenario& ts, const std::str
   r.wait_p50_ms = percentile(all, 50);
   r.wait_p99_ms = percentile(all, 99);
   r.max_holders = max_holders.load();
+  for (std::size_t t = 0; t < waits.size(); ++t) {
+    if (waits[t].empty()) continue;
+    const double longest = *std::max_element(waits[t].begin(), waits[t].end());
+    double& slot = writers[t] ? r.writer_max_wait_ms : r.other_max_wait_ms;
+    slot = std::max(slot, longest);
+  }
   return r;
 }
 
@@ -699,17 +709,25 @@ void run_type_rows(dlock::client& c, const bench_options& o) {
     return median(std::move(v));
   };
   std::printf("\n(c2) per type, hold %d ms, think %d ms, medians\n", o.hold_ms, o.think_ms);
-  std::printf("%-34s  %10s  %10s  %10s  %10s  %10s\n", "", "acq/s", "writer/s", "wait p50",
-              "wait p99", "max held");
-  std::printf("%-34s  %10s  %10s  %10s  %10s  %10s\n", "", "", "", "ms", "ms", "at once");
+  std::printf("%-34s  %10s  %10s  %10s  %10s  %10s  %10s  %10s\n", "", "acq/s", "writer/s",
+              "wait p50", "wait p99", "max wait", "max wait", "max held");
+  std::printf("%-34s  %10s  %10s  %10s  %10s  %10s  %10s  %10s\n", "", "", "", "ms", "ms",
+              "writer ms", "others ms", "at once");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const bool has_writer = med_of(i, &typed_result::writer_rate) > 0 || rows[i].id == "rw";
     char writer[32] = "-";
     if (has_writer)
       std::snprintf(writer, sizeof writer, "%.0f", med_of(i, &typed_result::writer_rate));
-    std::printf("%-34s  %10.0f  %10s  %10.2f  %10.2f  %10.0f\n", rows[i].label.c_str(),
-                med_of(i, &typed_result::rate), writer, med_of(i, &typed_result::wait_p50_ms),
-                med_of(i, &typed_result::wait_p99_ms), med_of(i, &typed_result::max_holders));
+    char writer_wait[32] = "-";
+    if (has_writer) {
+      std::snprintf(writer_wait, sizeof writer_wait, "%.1f",
+                    med_of(i, &typed_result::writer_max_wait_ms));
+    }
+    std::printf("%-34s  %10.0f  %10s  %10.2f  %10.2f  %10s  %10.1f  %10.0f\n",
+                rows[i].label.c_str(), med_of(i, &typed_result::rate), writer,
+                med_of(i, &typed_result::wait_p50_ms), med_of(i, &typed_result::wait_p99_ms),
+                writer_wait, med_of(i, &typed_result::other_max_wait_ms),
+                med_of(i, &typed_result::max_holders));
   }
   std::size_t rw = rows.size(), as_mutex = rows.size();
   for (std::size_t i = 0; i < rows.size(); ++i) {
