@@ -5,6 +5,7 @@
 // naming both kinds, so mixing kinds on one name is never a raw server error or a silent wait.
 
 #include <string>
+#include <string_view>
 
 #include "dlock/error.hpp"
 #include "dlock/reply.hpp"
