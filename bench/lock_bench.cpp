@@ -20,6 +20,12 @@
 //        Redis CPU (INFO cpu used_cpu_sys + used_cpu_user delta per second)
 //   (h)  handoff: A holds, B waits in lock(); A unlocks at t0, B's lock() returns at t1; p50/p99
 //        of t1 - t0 in units of RTT, the median PING round trip through the same client
+//   (c2) per type: the (c2) workload (one key, hold --hold-ms, think --think-ms) for each lock
+//        type of the family, dlock only: dlock::mutex with --threads threads; a read-heavy
+//        workload, --threads readers + 1 writer on a dlock::shared_mutex, and the same threads
+//        all on a dlock::mutex (the ratio is what the read-write lock buys); a dlock::semaphore of
+//        --permits permits with --threads threads. Acquisitions/s (and the writer's), p50/p99
+//        wait, and the most holders seen at once. One entry of type_scenarios() per row.
 // Every scenario runs --repeat rounds, sides interleaved with alternating order; the table shows
 // medians. Exits non-zero only on errors; the targets are reported, not enforced.
 
@@ -77,7 +83,9 @@ struct bench_options {
   std::string node = "node";                // empty: no redlock baseline
   std::string baselines_dir = DLOCK_BENCH_BASELINES_DIR;
   std::string
-      json_path;  // not empty: also write the charted medians there (bench/plot_benchmarks.py)
+      json_path;    // not empty: also write the charted medians there (bench/plot_benchmarks.py)
+  int permits = 3;  // (c2) per type: the semaphore's permits
+  bool types_only = false;  // run the per-type (c2) rows alone
 };
 
 // Reads the command line into `o`. Returns an exit code when the program is to stop: 0 after
@@ -91,7 +99,9 @@ std::optional<int> parse_args(int argc, char** argv, bench_options& o) {
   app.footer(
       "Scenarios: (a) one thread, lock+unlock cycles/s on one key; (b) --threads threads, each\n"
       "on its own key; (c2) --threads threads on one key, holding --hold-ms and thinking\n"
-      "--think-ms; (h) handoff from one thread to a waiting one, in RTTs.");
+      "--think-ms; (h) handoff from one thread to a waiting one, in RTTs. Then (c2) per\n"
+      "lock type, dlock only: mutex, shared_mutex (--threads readers + 1 writer, beside a\n"
+      "mutex for the same threads) and semaphore (--permits permits).");
   app.get_formatter()->column_width(40);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--redis", o.redis_url,
@@ -132,6 +142,11 @@ std::optional<int> parse_args(int argc, char** argv, bench_options& o) {
                  "Also write the medians of (a), (b), (c2) and (h) as charts for\n"
                  "bench/plot_benchmarks.py to this file")
       ->type_name("PATH");
+  dlock::bench::add_whole_option(app, "--permits", o.permits,
+                                 "(c2) per type: the semaphore's permits (default 3)", "P", 1,
+                                 1024);
+  app.add_flag("--types-only", o.types_only,
+               "Run only the per-type (c2) rows (mutex, shared_mutex, semaphore)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -508,6 +523,223 @@ run_result run_external(dlock::client& c, const external_side& py, const std::st
   return r;
 }
 
+// --- (c2) per lock type
+// ---------------------------------------------------------------------------
+
+class reader_handle final : public lock_handle {
+ public:
+  reader_handle(dlock::client& c, const std::string& key) : rw_(c.get_read_write_lock(key)) {}
+  void lock() override { rw_.lock_shared(); }
+  void unlock() override { rw_.unlock_shared(); }
+
+ private:
+  dlock::shared_mutex rw_;
+};
+
+class writer_handle final : public lock_handle {
+ public:
+  writer_handle(dlock::client& c, const std::string& key) : rw_(c.get_read_write_lock(key)) {}
+  void lock() override { rw_.lock(); }
+  void unlock() override { rw_.unlock(); }
+
+ private:
+  dlock::shared_mutex rw_;
+};
+
+class permit_handle final : public lock_handle {
+ public:
+  permit_handle(dlock::client& c, const std::string& key, int permits)
+      : s_(c.get_semaphore(key, permits)) {}
+  void lock() override { s_.acquire(); }
+  void unlock() override { s_.release(); }
+
+ private:
+  dlock::semaphore s_;
+};
+
+// One thread's part in a per-type run: its handle, and whether it counts as a writer (its
+// acquisitions are also reported apart).
+struct typed_handle {
+  std::unique_ptr<lock_handle> handle;
+  bool writer = false;
+};
+
+// A row of the per-type table: a lock type and its workload on one name. Another type (the fair
+// lock) is one more entry in type_scenarios().
+struct type_scenario {
+  std::string id;     // part of the key; "rw" and "rw-as-mutex" also make the ratio line
+  std::string label;  // the row's label
+  int threads = 0;
+  // Thread t's handle on `key`, made on that thread.
+  std::function<typed_handle(dlock::client& c, const std::string& key, int t)> make;
+};
+
+std::vector<type_scenario> type_scenarios(const bench_options& o) {
+  const std::string n = std::to_string(o.threads);
+  const auto mutex_for_all = [](dlock::client& c, const std::string& key, int) {
+    return typed_handle{std::make_unique<dlock_handle>(c, key), false};
+  };
+  return {
+      {"mutex", "mutex, " + n + " threads", o.threads, mutex_for_all},
+      {"rw", "shared_mutex, " + n + " readers + 1 writer", o.threads + 1,
+       [](dlock::client& c, const std::string& key, int t) {
+         if (t == 0) return typed_handle{std::make_unique<writer_handle>(c, key), true};
+         return typed_handle{std::make_unique<reader_handle>(c, key), false};
+       }},
+      {"rw-as-mutex", "mutex, the same " + std::to_string(o.threads + 1) + " threads",
+       o.threads + 1,
+       [](dlock::client& c, const std::string& key, int t) {
+         return typed_handle{std::make_unique<dlock_handle>(c, key), t == 0};
+       }},
+      {"semaphore", "semaphore(" + std::to_string(o.permits) + "), " + n + " threads", o.threads,
+       [permits = o.permits](dlock::client& c, const std::string& key, int) {
+         return typed_handle{std::make_unique<permit_handle>(c, key, permits), false};
+       }},
+  };
+}
+
+struct typed_result {
+  double rate = 0;         // acquisitions/s of all threads
+  double writer_rate = 0;  // acquisitions/s of the writer threads
+  double wait_p50_ms = 0;
+  double wait_p99_ms = 0;
+  double max_holders = 0;         // the most threads between lock() returning and unlock() at once
+  double writer_max_wait_ms = 0;  // the longest wait of a writer thread
+  double other_max_wait_ms = 0;   // the longest wait of the other threads
+};
+
+// Every thread of `ts` locks, holds `hold`, unlocks and thinks `think` on `key` for `seconds`.
+typed_result run_typed(dlock::client& c, const type_scenario& ts, const std::string& key,
+                       double seconds, std::chrono::milliseconds hold,
+                       std::chrono::milliseconds think) {
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> total{0}, by_writers{0};
+  std::atomic<int> holders{0}, max_holders{0};
+  std::vector<std::vector<double>> waits(static_cast<std::size_t>(ts.threads));
+  std::vector<char> writers(static_cast<std::size_t>(ts.threads), 0);
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  std::latch ready(ts.threads + 1);
+  std::latch start(1);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < ts.threads; ++t) {
+    pool.emplace_back([&, t] {
+      typed_handle h = ts.make(c, key, t);
+      writers[static_cast<std::size_t>(t)] = h.writer ? 1 : 0;
+      std::vector<double>& my_waits = waits[static_cast<std::size_t>(t)];
+      my_waits.reserve(100'000);
+      ready.count_down();
+      start.wait();
+      std::uint64_t n = 0;
+      try {
+        while (!stop.load(std::memory_order_relaxed)) {
+          const auto t0 = steady::now();
+          h.handle->lock();
+          my_waits.push_back(std::chrono::duration<double, std::milli>(steady::now() - t0).count());
+          const int now_holding = holders.fetch_add(1) + 1;
+          int seen = max_holders.load();
+          while (now_holding > seen && !max_holders.compare_exchange_weak(seen, now_holding)) {
+          }
+          if (hold.count() > 0) std::this_thread::sleep_for(hold);
+          holders.fetch_sub(1);
+          h.handle->unlock();
+          ++n;
+          if (think.count() > 0) std::this_thread::sleep_for(think);
+        }
+      } catch (...) {
+        std::lock_guard lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        stop = true;
+      }
+      total += n;
+      if (h.writer) by_writers += n;
+    });
+  }
+  ready.arrive_and_wait();
+  const auto t0 = steady::now();
+  start.count_down();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& t : pool)
+    t.join();
+  const double elapsed = seconds_since(t0);
+  if (failure) std::rethrow_exception(failure);
+  std::vector<double> all;
+  for (const auto& w : waits)
+    all.insert(all.end(), w.begin(), w.end());
+  typed_result r;
+  r.rate = static_cast<double>(total.load()) / elapsed;
+  r.writer_rate = static_cast<double>(by_writers.load()) / elapsed;
+  r.wait_p50_ms = percentile(all, 50);
+  r.wait_p99_ms = percentile(all, 99);
+  r.max_holders = max_holders.load();
+  for (std::size_t t = 0; t < waits.size(); ++t) {
+    if (waits[t].empty()) continue;
+    const double longest = *std::max_element(waits[t].begin(), waits[t].end());
+    double& slot = writers[t] ? r.writer_max_wait_ms : r.other_max_wait_ms;
+    slot = std::max(slot, longest);
+  }
+  return r;
+}
+
+// Runs every type_scenarios() row --repeat times, rotating which goes first, and prints their
+// medians.
+void run_type_rows(dlock::client& c, const bench_options& o) {
+  const std::vector<type_scenario> rows = type_scenarios(o);
+  const std::chrono::milliseconds hold{o.hold_ms}, think{o.think_ms};
+  auto key_of = [](const type_scenario& ts) { return "bench:lock:c2-type:" + ts.id; };
+  std::printf("warming up the per-type rows\n");
+  for (const type_scenario& ts : rows)
+    run_typed(c, ts, key_of(ts), 0.3, hold, think);
+  std::vector<std::vector<typed_result>> runs(rows.size());
+  for (int round = 0; round < o.repeat; ++round) {
+    std::printf("round %d/%d  (c2 per type)", round + 1, o.repeat);
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const std::size_t i = (k + static_cast<std::size_t>(round)) % rows.size();
+      runs[i].push_back(run_typed(c, rows[i], key_of(rows[i]), o.seconds, hold, think));
+      std::printf("  %s %.0f/s", rows[i].id.c_str(), runs[i].back().rate);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+  }
+  auto med_of = [&](std::size_t i, double typed_result::*field) {
+    std::vector<double> v;
+    for (const typed_result& r : runs[i])
+      v.push_back(r.*field);
+    return median(std::move(v));
+  };
+  std::printf("\n(c2) per type, hold %d ms, think %d ms, medians\n", o.hold_ms, o.think_ms);
+  std::printf("%-34s  %10s  %10s  %10s  %10s  %10s  %10s  %10s\n", "", "acq/s", "writer/s",
+              "wait p50", "wait p99", "max wait", "max wait", "max held");
+  std::printf("%-34s  %10s  %10s  %10s  %10s  %10s  %10s  %10s\n", "", "", "", "ms", "ms",
+              "writer ms", "others ms", "at once");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const bool has_writer = med_of(i, &typed_result::writer_rate) > 0 || rows[i].id == "rw";
+    char writer[32] = "-";
+    if (has_writer)
+      std::snprintf(writer, sizeof writer, "%.0f", med_of(i, &typed_result::writer_rate));
+    char writer_wait[32] = "-";
+    if (has_writer) {
+      std::snprintf(writer_wait, sizeof writer_wait, "%.1f",
+                    med_of(i, &typed_result::writer_max_wait_ms));
+    }
+    std::printf("%-34s  %10.0f  %10s  %10.2f  %10.2f  %10s  %10.1f  %10.0f\n",
+                rows[i].label.c_str(), med_of(i, &typed_result::rate), writer,
+                med_of(i, &typed_result::wait_p50_ms), med_of(i, &typed_result::wait_p99_ms),
+                writer_wait, med_of(i, &typed_result::other_max_wait_ms),
+                med_of(i, &typed_result::max_holders));
+  }
+  std::size_t rw = rows.size(), as_mutex = rows.size();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].id == "rw") rw = i;
+    if (rows[i].id == "rw-as-mutex") as_mutex = i;
+  }
+  if (rw < rows.size() && as_mutex < rows.size()) {
+    std::printf("read-heavy: shared_mutex / mutex for the same threads = %.2fx acq/s\n",
+                med_of(rw, &typed_result::rate) / med_of(as_mutex, &typed_result::rate));
+  }
+}
+
 // --- report ------------------------------------------------------------------------------------
 
 const char* const side_names[] = {"dlock", "naive", "redis-py", "redlock"};
@@ -693,6 +925,13 @@ int run(int argc, char** argv) {
     s.runs.resize(side_count);
   }
 
+  if (o.types_only) {
+    run_type_rows(c, o);
+    std::printf("\n");
+    print_idle("machine idle:    ", "after the runs");
+    return 0;
+  }
+
   // Warm-up: a short run of every side (scripts cached, connections made, pages touched).
   {
     std::printf("warming up\n");
@@ -794,6 +1033,9 @@ int run(int argc, char** argv) {
       std::printf(" %s %.2f", name.c_str(), static_cast<double>(n) / runs.back().acquisitions);
     std::printf("\n");
   }
+
+  std::printf("\n");
+  run_type_rows(c, o);
 
   std::printf("\n");
   print_idle("machine idle:    ", "after the runs");

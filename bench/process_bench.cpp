@@ -7,6 +7,16 @@
 //   naive   each thread its own hiredis connection: SET key token NX PX 30000, on failure sleep
 //           --naive-retry-ms and retry; release by a compare-and-delete script (waits for its
 //           reply)
+//   redis++ each thread its own redis-plus-plus connection (optional: built only when CMake is
+//   given
+//           -DDLOCK_BENCH_REDIS_PLUS_PLUS=<its source tree>): RedLock<RedLockMutex> on one
+//           master, try_lock(30 s) retried after --naive-retry-ms, as its README waits; unlock
+//           by its compare-and-delete script
+//   redis-py, node-redlock
+//           the script baselines of dlock_bench_lock (bench/baselines), each process one
+//           interpreter at the library's defaults (redis-py Lock: 0.1 s sleep between attempts;
+//           node-redlock: 200 ms retry delay + up to 100 ms jitter; threads = its async workers);
+//           skipped, saying why, when `<interpreter> <script> --version` fails; no handoff (h)
 // Scenarios (the benchmark re-executes itself for every process it needs):
 //   a        1 process x 1 thread, lock + unlock cycles on one key, no hold, no think
 //   b        1 process x --threads threads, each on its own key, no hold, no think
@@ -24,6 +34,7 @@
 //
 //   dlock_bench_processes [--redis URL] [--seconds 3] [--repeat 3] [--layouts 8x1,4x2,2x4,1x8]
 //                         [--threads 8] [--hold-ms 1] [--think-ms 1] [--handoffs 200]
+//                         [--python /usr/bin/python3|none] [--node node|none]
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
@@ -36,6 +47,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +69,11 @@
 #include "bench_support.hpp"
 #include "dlock/client.hpp"
 #include "redis_process.hpp"
+
+#ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
+#include <sw/redis++/patterns/redlock.h>
+#include <sw/redis++/redis++.h>
+#endif
 
 extern char** environ;
 
@@ -89,6 +106,16 @@ struct bench_options {
   int handoffs = 200;
   int pings = 2000;
   std::string layouts = "8x1,4x2,2x4,1x8";
+  std::string python = "/usr/bin/python3";  // empty: no redis-py side
+  std::string node = "node";                // empty: no node-redlock side
+  std::string baselines_dir = DLOCK_BENCH_BASELINES_DIR;
+};
+
+// A baseline run by an interpreter: `interpreter script` with redis_py_lock.py's options.
+struct script_side {
+  std::string interpreter;
+  std::string script;
+  bool inner_set = false;  // its acquisition runs SET inside a script (not a client command)
 };
 
 // --- small statistics ------------------------------------------------------------------------
@@ -168,6 +195,38 @@ double median_ping_us(const redis_endpoint& at, int pings) {
   return median(us);
 }
 
+// What one hand-off between two threads costs here (a condition variable and back, halved):
+// the floor under any client that hands a blocking call to an I/O thread and back, as dlock
+// does, paid twice per call on top of the round trip.
+double median_thread_handoff_us(int rounds) {
+  std::mutex m;
+  std::condition_variable cv;
+  int turn = 0;  // even: the main thread's, odd: the echo thread's
+  std::thread echo([&] {
+    for (int i = 0; i < rounds; ++i) {
+      std::unique_lock lock(m);
+      cv.wait(lock, [&] { return turn % 2 == 1; });
+      ++turn;
+      lock.unlock();
+      cv.notify_one();
+    }
+  });
+  std::vector<double> us;
+  for (int i = 0; i < rounds; ++i) {
+    const auto t0 = steady::now();
+    {
+      std::lock_guard lock(m);
+      ++turn;
+    }
+    cv.notify_one();
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return turn % 2 == 0; });
+    us.push_back(std::chrono::duration<double, std::micro>(steady::now() - t0).count() / 2);
+  }
+  echo.join();
+  return median(us);
+}
+
 // The seeds' lock on one hiredis connection.
 class naive_lock {
  public:
@@ -224,8 +283,43 @@ class naive_side final : public any_lock {
   naive_lock l_;
 };
 
+#ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
+// redis-plus-plus' RedLock on one master. It has no waiting of its own (RedMutex::lock() sleeps a
+// random 0-5 ms before every attempt, the first included), so a waiter retries try_lock after
+// the same sleep as the naive lock.
+class rpp_side final : public any_lock {
+ public:
+  rpp_side(const redis_endpoint& at, const std::string& key, std::chrono::milliseconds retry)
+      : redis_(connect(at)), mutex_(redis_, key), lock_(mutex_, std::defer_lock), retry_(retry) {}
+  void lock() override {
+    while (!lock_.try_lock(std::chrono::milliseconds(30000)))
+      std::this_thread::sleep_for(retry_);
+  }
+  void unlock() override { lock_.unlock(); }
+
+ private:
+  static std::shared_ptr<sw::redis::Redis> connect(const redis_endpoint& at) {
+    sw::redis::ConnectionOptions o;
+    o.host = at.host;
+    o.port = at.port;
+    sw::redis::ConnectionPoolOptions pool;
+    pool.size = 1;
+    return std::make_shared<sw::redis::Redis>(o, pool);
+  }
+  std::shared_ptr<sw::redis::Redis> redis_;
+  sw::redis::RedLockMutex mutex_;
+  sw::redis::RedLock<sw::redis::RedLockMutex> lock_;
+  std::chrono::milliseconds retry_;
+};
+constexpr bool have_redis_plus_plus = true;
+constexpr const char* redis_plus_plus_source = DLOCK_BENCH_REDIS_PLUS_PLUS_SOURCE;
+#else
+constexpr bool have_redis_plus_plus = false;
+constexpr const char* redis_plus_plus_source = "";
+#endif
+
 struct child_args {
-  std::string side;  // "dlock" or "naive"
+  std::string side;  // "dlock", "naive" or "redis++"
   std::string url;
   std::string key;
   int threads = 1;
@@ -237,20 +331,28 @@ struct child_args {
   std::int64_t start_ns = 0;  // when every process starts its clock (CLOCK_MONOTONIC)
 };
 
+// A lock of `side` on `key`; `client` is the process's dlock::client (dlock side only).
+std::unique_ptr<any_lock> make_lock(const child_args& a, dlock::client* client,
+                                    const std::string& key) {
+  const std::chrono::milliseconds retry(a.naive_retry_ms);
+  if (a.side == "dlock") return std::make_unique<dlock_side>(client->get_lock(key));
+  if (a.side == "naive") {
+    return std::make_unique<naive_side>(naive_lock(endpoint_of(a.url), key, retry));
+  }
+#ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
+  if (a.side == "redis++") return std::make_unique<rpp_side>(endpoint_of(a.url), key, retry);
+#endif
+  throw std::runtime_error("unknown side: " + a.side);
+}
+
 // The measuring child: prints one line per thread, "acquisitions <n> waits_us <w1> <w2> ...".
 int run_load_child(const child_args& a) {
   std::unique_ptr<dlock::client> client;
   if (a.side == "dlock") client = std::make_unique<dlock::client>(a.url);
-  const redis_endpoint at = endpoint_of(a.url);
   std::vector<std::unique_ptr<any_lock>> locks;
   for (int t = 0; t < a.threads; ++t) {
-    const std::string key = a.own_keys ? a.key + ":" + std::to_string(t) : a.key;
-    if (client) {
-      locks.push_back(std::make_unique<dlock_side>(client->get_lock(key)));
-    } else {
-      locks.push_back(std::make_unique<naive_side>(
-          naive_lock(at, key, std::chrono::milliseconds(a.naive_retry_ms))));
-    }
+    locks.push_back(
+        make_lock(a, client.get(), a.own_keys ? a.key + ":" + std::to_string(t) : a.key));
   }
   if (client) {  // connect, load the scripts and subscribe before the clock starts
     locks.front()->lock();
@@ -280,8 +382,10 @@ int run_load_child(const child_args& a) {
     w.join();
   for (const auto& mine : waits) {
     std::string line = "acquisitions " + std::to_string(mine.size()) + " waits_us";
-    for (const double w : mine)
-      line += " " + std::to_string(static_cast<long long>(w));
+    for (const double w : mine) {
+      line += ' ';
+      line += std::to_string(static_cast<long long>(w));
+    }
     std::puts(line.c_str());
   }
   locks.clear();
@@ -293,14 +397,8 @@ int run_load_child(const child_args& a) {
 // returns and "unlocked <ns>" with the time just before unlock().
 int run_handoff_child(const child_args& a) {
   std::unique_ptr<dlock::client> client;
-  std::unique_ptr<any_lock> l;
-  if (a.side == "dlock") {
-    client = std::make_unique<dlock::client>(a.url);
-    l = std::make_unique<dlock_side>(client->get_lock(a.key));
-  } else {
-    l = std::make_unique<naive_side>(
-        naive_lock(endpoint_of(a.url), a.key, std::chrono::milliseconds(a.naive_retry_ms)));
-  }
+  if (a.side == "dlock") client = std::make_unique<dlock::client>(a.url);
+  std::unique_ptr<any_lock> l = make_lock(a, client.get(), a.key);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::puts("ready");
   char line[64];
@@ -326,7 +424,10 @@ int run_handoff_child(const child_args& a) {
 
 class child_process {
  public:
-  child_process(const std::vector<std::string>& args, bool interactive) {
+  // Runs `program` (looked up in PATH when it has no slash) with `args` (args[0] is its name);
+  // by default this benchmark itself.
+  child_process(const std::vector<std::string>& args, bool interactive,
+                const std::string& program = "/proc/self/exe") {
     int out[2];
     int in[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0)
@@ -340,7 +441,7 @@ class child_process {
     for (auto& s : owned)
       argv.push_back(s.data());
     argv.push_back(nullptr);
-    const int rc = ::posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+    const int rc = ::posix_spawnp(&pid_, program.c_str(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     ::close(out[1]);
     ::close(in[0]);
@@ -423,30 +524,83 @@ std::map<std::string, std::uint64_t> command_calls(dlock::client& admin) {
   return calls;
 }
 
-std::uint64_t client_commands(const std::map<std::string, std::uint64_t>& calls,
-                              const std::string& side) {
+std::uint64_t client_commands(const std::map<std::string, std::uint64_t>& calls, bool inner_set) {
   std::uint64_t total = 0;
   for (const auto& [name, n] : calls) {
     const auto is = [&](std::string_view x) { return name == x; };
     if (std::any_of(std::begin(harness_commands), std::end(harness_commands), is)) continue;
     if (std::any_of(std::begin(script_inner_commands), std::end(script_inner_commands), is))
       continue;
-    if (name == "set" && side == "dlock") continue;
+    if (name == "set" && inner_set) continue;
     total += n;
   }
   return total;
 }
 
+// The command line of one script-baseline process (redis_py_lock.py's options).
+std::vector<std::string> script_args(const script_side& s, const bench_options& o,
+                                     const std::string& url, int processes, int threads,
+                                     bool own_keys, int hold_ms, int think_ms,
+                                     const std::string& key, std::int64_t start_ns) {
+  const redis_endpoint at = endpoint_of(url);
+  const bool cycles_only = processes == 1 && threads == 1 && hold_ms == 0 && think_ms == 0;
+  return {s.interpreter,  s.script,
+          "--scenario",   own_keys ? "b" : (cycles_only ? "a" : "c2"),
+          "--host",       at.host,
+          "--port",       std::to_string(at.port),
+          "--key",        key,
+          "--threads",    std::to_string(threads),
+          "--seconds",    std::to_string(o.seconds),
+          "--hold-ms",    std::to_string(hold_ms),
+          "--think-ms",   std::to_string(think_ms),
+          "--start-ns",   std::to_string(start_ns),
+          "--print-waits"};
+}
+
+// One process's acquisitions and waits (us), from either kind of child's output: this
+// benchmark's "acquisitions <n> waits_us <w>..." per thread, or a script's name=value lines.
+std::uint64_t parse_child_output(const std::vector<std::string>& lines,
+                                 std::vector<double>& waits_us) {
+  std::uint64_t n = 0;
+  for (const std::string& line : lines) {
+    if (line.rfind("acquisitions=", 0) == 0) {
+      n += std::strtoull(line.c_str() + std::strlen("acquisitions="), nullptr, 10);
+    } else if (line.rfind("waits_ms=", 0) == 0) {
+      std::istringstream in(line.substr(std::strlen("waits_ms=")));
+      for (std::string w; std::getline(in, w, ',');)
+        waits_us.push_back(std::strtod(w.c_str(), nullptr) * 1000);
+    } else if (line.rfind("acquisitions ", 0) == 0) {
+      std::istringstream in(line);
+      std::string word;
+      std::uint64_t mine = 0;
+      in >> word >> mine >> word;
+      n += mine;
+      for (double w; in >> w;)
+        waits_us.push_back(w);
+    }
+  }
+  return n;
+}
+
 load_result run_load(const bench_options& o, const std::string& url, dlock::client& admin,
-                     const std::string& side, int processes, int threads, bool own_keys,
-                     int hold_ms, int think_ms, const std::string& key) {
+                     const std::string& side, const script_side* script, int processes, int threads,
+                     bool own_keys, int hold_ms, int think_ms, const std::string& key) {
   admin.command({"DEL", key});
   admin.command({"CONFIG", "RESETSTAT"});
+  // Interpreters take longer to start (imports, connections): every process starts its clock
+  // at the same moment, after all of them are up.
+  const int start_in_ms = script != nullptr ? 1500 + 150 * processes : 500 + 50 * processes;
   const std::int64_t start_ns =
-      monotonic_ns() +
-      std::chrono::nanoseconds(std::chrono::milliseconds(500 + 50 * processes)).count();
+      monotonic_ns() + std::chrono::nanoseconds(std::chrono::milliseconds(start_in_ms)).count();
   std::vector<std::unique_ptr<child_process>> children;
   for (int p = 0; p < processes; ++p) {
+    if (script != nullptr) {
+      children.push_back(
+          std::make_unique<child_process>(script_args(*script, o, url, processes, threads, own_keys,
+                                                      hold_ms, think_ms, key, start_ns),
+                                          false, script->interpreter));
+      continue;
+    }
     children.push_back(
         std::make_unique<child_process>(std::vector<std::string>{"dlock_bench_processes",
                                                                  "--child",
@@ -476,22 +630,14 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
   load_result r;
   std::uint64_t total = 0;
   for (auto& c : children) {
-    std::uint64_t mine = 0;
-    for (const std::string& line : c->read_all()) {
-      std::istringstream in(line);
-      std::string word;
-      std::uint64_t n = 0;
-      in >> word >> n >> word;
-      mine += n;
-      for (double w; in >> w;)
-        r.waits_us.push_back(w);
-    }
+    const std::uint64_t mine = parse_child_output(c->read_all(), r.waits_us);
     if (c->wait() != 0) throw std::runtime_error("a " + side + " child process failed");
     r.per_process.push_back(mine);
     total += mine;
   }
   r.per_second = static_cast<double>(total) / o.seconds;
-  const std::uint64_t commands = client_commands(command_calls(admin), side);
+  const std::uint64_t commands =
+      client_commands(command_calls(admin), side == "dlock" || (script && script->inner_set));
   r.client_commands_per_acquisition =
       total > 0 ? static_cast<double>(commands) / static_cast<double>(total) : 0;
   return r;
@@ -556,7 +702,7 @@ void print_load(const char* scenario, const std::string& side, const load_result
   const std::string ratio = naive_per_second > 0
                                 ? std::to_string(r.per_second / naive_per_second).substr(0, 4) + "x"
                                 : "-";
-  std::printf("  %-6s %-6s %10.0f  %7s  %8llu %8llu %6.2f  %8.2f %8.2f %8.2f  %6.2f\n", scenario,
+  std::printf("  %-6s %-12s %10.0f  %7s  %8llu %8llu %6.2f  %8.2f %8.2f %8.2f  %6.2f\n", scenario,
               side.c_str(), r.per_second, ratio.c_str(), static_cast<unsigned long long>(*lo),
               static_cast<unsigned long long>(*hi),
               *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0,
@@ -578,9 +724,37 @@ int run_parent(const bench_options& o) {
               std::thread::hardware_concurrency());
   print_idle("machine idle before the runs: ", "");
   const double rtt_us = median_ping_us(endpoint_of(url), o.pings);
-  std::printf("RTT (median synchronous hiredis PING): %.1f us\n\n", rtt_us);
+  std::printf("RTT (median synchronous hiredis PING): %.1f us\n", rtt_us);
+  std::printf("thread hand-off (median, condition variable, one way): %.1f us\n",
+              median_thread_handoff_us(o.pings));
+
+  // The script baselines run when `<interpreter> <script> --version` works.
+  std::map<std::string, script_side> scripts;
+  const auto probe = [&](const std::string& name, const std::string& interpreter,
+                         const std::string& file, bool inner_set) {
+    if (interpreter.empty()) {
+      std::printf("%s: skipped (none)\n", name.c_str());
+      return;
+    }
+    const script_side side{interpreter, o.baselines_dir + "/" + file, inner_set};
+    try {
+      const auto v = dlock::tools::run_command({side.interpreter, side.script, "--version"});
+      if (v.exit_code == 0) {
+        scripts[name] = side;
+        std::printf("%s: %s\n", name.c_str(), v.out.substr(0, v.out.find('\n')).c_str());
+      } else {
+        std::printf("%s: NOT run: %s\n", name.c_str(), v.err.substr(0, v.err.find('\n')).c_str());
+      }
+    } catch (const std::exception& e) {
+      std::printf("%s: NOT run: %s\n", name.c_str(), e.what());
+    }
+  };
+  probe("redis-py", o.python, "redis_py_lock.py", false);
+  probe("node-redlock", o.node, "redlock_lock.mjs", true);
+  std::puts("");
   std::printf(
-      "  scen   side      acq/s   vs naive  min/proc max/proc max/min   p50 ms   p99 ms   max ms  "
+      "  scen   side            acq/s   vs naive  min/proc max/proc max/min   p50 ms   p99 ms   "
+      "max ms  "
       "cmds/acq\n");
 
   struct scenario {
@@ -599,25 +773,54 @@ int run_parent(const bench_options& o) {
     scenarios.push_back({layout, std::stoi(layout.substr(0, x)), std::stoi(layout.substr(x + 1)),
                          false, o.hold_ms, o.think_ms});
   }
-  double dlock_a_lock_p50_us = 0;
+  std::vector<std::string> sides{"naive", "dlock"};
+  if (have_redis_plus_plus) sides.emplace_back("redis++");
+  for (const auto& [name, script] : scripts)
+    sides.push_back(name);
+  std::map<std::string, double> a_lock_p50_us;  // by side
+  std::vector<std::string> against_rpp;         // one line per scenario
   for (const scenario& s : scenarios) {
     std::map<std::string, std::vector<load_result>> runs;
     for (int round = 0; round < o.repeat; ++round) {
-      for (int i = 0; i < 2; ++i) {
-        const std::string side = ((round + i) % 2 == 0) ? "dlock" : "naive";
-        runs[side].push_back(run_load(o, url, admin, side, s.processes, s.threads, s.own_keys,
-                                      s.hold_ms, s.think_ms, "bench:processes:" + s.name));
+      for (std::size_t i = 0; i < sides.size(); ++i) {  // each round starts with another side
+        const std::string& side = sides[(static_cast<std::size_t>(round) + i) % sides.size()];
+        const auto script = scripts.find(side);
+        runs[side].push_back(run_load(
+            o, url, admin, side, script == scripts.end() ? nullptr : &script->second, s.processes,
+            s.threads, s.own_keys, s.hold_ms, s.think_ms, "bench:processes:" + s.name));
       }
     }
     const load_result naive = median_of(runs["naive"]);
-    const load_result mine = median_of(runs["dlock"]);
-    print_load(s.name.c_str(), "naive", naive, 0);
-    print_load(s.name.c_str(), "dlock", mine, naive.per_second);
-    if (s.name == "a") dlock_a_lock_p50_us = percentile(mine.waits_us, 50);
+    for (const std::string& side : sides) {
+      const load_result r = median_of(runs[side]);
+      print_load(s.name.c_str(), side, r, side == "naive" ? 0 : naive.per_second);
+      if (s.name == "a") a_lock_p50_us[side] = percentile(r.waits_us, 50);
+    }
+    if (have_redis_plus_plus) {
+      const load_result mine = median_of(runs["dlock"]);
+      const load_result rpp = median_of(runs["redis++"]);
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-6s acq/s %.2fx   p99 wait %.2fx (lower is better)",
+                    s.name.c_str(), mine.per_second / rpp.per_second,
+                    percentile(mine.waits_us, 99) / percentile(rpp.waits_us, 99));
+      against_rpp.emplace_back(line);
+    }
   }
-  std::printf("\nuncontended lock() p50 (dlock, scenario a): %.1f us = %.2f RTT (target <= 1.3)\n",
-              dlock_a_lock_p50_us, dlock_a_lock_p50_us / rtt_us);
-  for (const std::string side : {"naive", "dlock"}) {
+  if (have_redis_plus_plus) {
+    std::printf("\ndlock against redis++ (%s):\n", redis_plus_plus_source);
+    for (const std::string& line : against_rpp)
+      std::puts(line.c_str());
+  } else {
+    std::printf(
+        "\nredis++ baseline skipped: configure with -DDLOCK_BENCH_REDIS_PLUS_PLUS=<a checkout of "
+        "github.com/sewenew/redis-plus-plus>\n");
+  }
+  for (const auto& [side, us] : a_lock_p50_us) {
+    std::printf("uncontended lock() p50 (%s, scenario a): %.1f us = %.2f RTT%s\n", side.c_str(), us,
+                us / rtt_us, side == "dlock" ? " (target <= 1.3)" : "");
+  }
+  for (const std::string& side : sides) {
+    if (scripts.count(side) != 0) continue;  // the scripts measure (h) in one process only
     std::vector<double> all;
     for (int round = 0; round < o.repeat; ++round) {
       const std::vector<double> us = run_handoff(o, url, admin, side);
@@ -653,6 +856,9 @@ int main(int argc, char** argv) {
                                  100000);
   dlock::bench::add_whole_option(app, "--pings", o.pings, "PINGs for the RTT", "N", 1, 1000000);
   app.add_option("--layouts", o.layouts, "Comma-separated PxT layouts on one key");
+  app.add_option("--python", o.python,
+                 "Python with redis-py for the redis-py side ('none' skips it)");
+  app.add_option("--node", o.node, "Node for the node-redlock side ('none' skips it)");
   // Internal: how the benchmark runs its own child processes.
   app.add_option("--child", child_role)->group("");
   app.add_option("--side", child.side)->group("");
@@ -664,6 +870,8 @@ int main(int argc, char** argv) {
   app.add_option("--think-us", child.think_us)->group("");
   app.add_option("--start-ns", child.start_ns)->group("");
   CLI11_PARSE(app, argc, argv);
+  if (o.python == "none") o.python.clear();
+  if (o.node == "none") o.node.clear();
   child.seconds = o.seconds;
   child.naive_retry_ms = o.naive_retry_ms;
   try {

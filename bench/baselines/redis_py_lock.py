@@ -11,6 +11,11 @@ lines that dlock_bench_lock parses:
   h   handoff: A holds, B waits in acquire(); A releases  handoff_p50_ms=, handoff_p99_ms=
       at t0, B's acquire() returns at t1
 All threads share one redis.Redis (one connection pool).
+
+dlock_bench_processes (bench/process_bench.cpp) runs it as one of several processes on one key:
+--start-ns starts every process's cycles at the same CLOCK_MONOTONIC time (what
+time.monotonic_ns() reads on Linux, like the C++ steady_clock), and --print-waits prints every
+acquisition's wait as waits_ms=w1,w2,... (in every cycle scenario).
 """
 import argparse
 import sys
@@ -28,7 +33,8 @@ def percentile(values, p):
     return v[min(len(v), rank) - 1]
 
 
-def run_cycles(r, keys, seconds, hold, think, record_waits):
+def run_cycles(r, keys, seconds, hold, think, record_waits, start_ns=0, print_waits=False):
+    record_waits = record_waits or print_waits
     stop = threading.Event()
     counts = [0] * len(keys)
     waits = [[] for _ in keys]
@@ -59,6 +65,8 @@ def run_cycles(r, keys, seconds, hold, think, record_waits):
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(keys))]
     for t in threads:
         t.start()
+    if start_ns > 0:
+        time.sleep(max(0, start_ns - time.monotonic_ns()) / 1e9)
     start.wait()
     t0 = time.perf_counter()
     time.sleep(seconds)
@@ -74,6 +82,8 @@ def run_cycles(r, keys, seconds, hold, think, record_waits):
         all_waits = [w for ws in waits for w in ws]
         print(f"wait_p50_ms={percentile(all_waits, 50):.6f}")
         print(f"wait_p99_ms={percentile(all_waits, 99):.6f}")
+        if print_waits:
+            print("waits_ms=" + ",".join(f"{w:.3f}" for w in all_waits))
 
 
 def run_handoff(r, key, n, settle):
@@ -139,20 +149,23 @@ def main():
     p.add_argument("--think-ms", type=float, default=1)
     p.add_argument("--handoffs", type=int, default=200)
     p.add_argument("--key", default="bench:lock:redis-py")
+    p.add_argument("--start-ns", type=int, default=0)
+    p.add_argument("--print-waits", action="store_true")
     args = p.parse_args()
     if args.version:
         print(f"redis-py {redis.__version__}, Python {sys.version.split()[0]}")
         return
     r = redis.Redis(host=args.host, port=args.port, password=args.password)
     r.ping()
+    timing = {"start_ns": args.start_ns, "print_waits": args.print_waits}
     if args.scenario == "a":
-        run_cycles(r, [args.key], args.seconds, 0, 0, False)
+        run_cycles(r, [args.key], args.seconds, 0, 0, False, **timing)
     elif args.scenario == "b":
         keys = [f"{args.key}:{i}" for i in range(args.threads)]
-        run_cycles(r, keys, args.seconds, 0, 0, False)
+        run_cycles(r, keys, args.seconds, 0, 0, False, **timing)
     elif args.scenario == "c2":
         keys = [args.key] * args.threads
-        run_cycles(r, keys, args.seconds, args.hold_ms / 1000, args.think_ms / 1000, True)
+        run_cycles(r, keys, args.seconds, args.hold_ms / 1000, args.think_ms / 1000, True, **timing)
     else:
         run_handoff(r, args.key, args.handoffs, 0.005)
 

@@ -9,6 +9,10 @@
 // connection each. Two more scenarios serve tests/integration/redlock_test.cpp: "hold" takes the
 // lock, prints "locked", holds it --hold-ms, releases and prints "released"; "try" makes one
 // attempt (retryCount 0) and prints "acquired" (then releases) or "refused".
+//
+// dlock_bench_processes (bench/process_bench.cpp) runs it as one of several processes on one key:
+// --start-ns starts the cycles at that CLOCK_MONOTONIC time (process.hrtime.bigint() reads it on
+// Linux, like the C++ steady_clock), and --print-waits prints every wait (all cycle scenarios).
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { createRequire } from "node:module";
@@ -30,6 +34,7 @@ const { values: args } = parseArgs({
     handoffs: { type: "string", default: "50" },
     key: { type: "string", default: "bench:lock:redlock" },
     "print-waits": { type: "boolean", default: false },
+    "start-ns": { type: "string", default: "0" },
   },
 });
 
@@ -42,7 +47,11 @@ function percentile(values, p) {
   return v[Math.min(v.length, rank) - 1];
 }
 
-async function runCycles(redlock, keys, seconds, hold, think, recordWaits) {
+async function runCycles(redlock, keys, seconds, hold, think, recordWaitsAsked) {
+  const recordWaits = recordWaitsAsked || args["print-waits"];
+  const startNs = BigInt(args["start-ns"]);
+  const now = process.hrtime.bigint();
+  if (startNs > now) await sleep(Number(startNs - now) / 1e6);
   let stop = false;
   let total = 0;
   const waits = [];

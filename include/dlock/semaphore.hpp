@@ -207,6 +207,10 @@ class semaphore {
   // its id), or the failure as a dlock::error. Throws errc::invalid_argument for a lease or wait
   // that is not valid (before any I/O).
   std::future<lock_lease> async_acquire(const acquire_options& options);
+  // The same with a handler `done(ec, lease)`, run once on the client's I/O thread (it must not
+  // block), as mutex::async_acquire(options, done): many permits can be awaited without a
+  // thread or a future each.
+  void async_acquire(const acquire_options& options, lease_handler done);
 
   // semaphore::release(id)
   // Gives back the permit `id` (32 hex digits), whoever holds it: this process, another one, or

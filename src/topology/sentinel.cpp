@@ -37,6 +37,7 @@ struct sentinel::resolution {
   std::size_t first = 0;          // the sentinel asked first
   std::size_t next = 0;           // how many were asked
   bool some_do_not_know = false;  // a sentinel answered that it monitors no such master
+  bool only_tls_failures = true;  // every sentinel asked failed the TLS handshake
   std::string failures;           // what the others said, for the error message
 };
 
@@ -113,7 +114,9 @@ void sentinel::ask(const std::shared_ptr<resolution>& r) {
     const std::string name = "'" + options_.sentinel.master_name + "'";
     std::string detail = r->some_do_not_know ? "no sentinel knows a master named " + name
                                              : "no sentinel answered where master " + name + " is";
-    r->done(make_error_code(errc::connect_failed), detail + " (" + r->failures + ")", nullptr);
+    // A wrong CA or name fails every sentinel alike: say so with the code a server would give.
+    const errc code = r->only_tls_failures ? errc::tls_failed : errc::connect_failed;
+    r->done(make_error_code(code), detail + " (" + r->failures + ")", nullptr);
     return;
   }
   const std::size_t index = (r->first + r->next++) % sentinels_.size();
@@ -141,6 +144,7 @@ void sentinel::ask(const std::shared_ptr<resolution>& r) {
             // Not a port: a malformed answer, counted below.
           }
         }
+        if (ec != errc::tls_failed) r->only_tls_failures = false;
         if (!ec && answer.is_nil()) {
           r->some_do_not_know = true;
           r->failures += (r->failures.empty() ? "" : "; ") + who + ": unknown master";

@@ -1283,3 +1283,44 @@ TEST(CliReadWrite, UnlockForceFreesAReadWriteLockAndWakesAWaitingWriter) {
 
 }  // namespace
 }  // namespace dlock
+
+// --- kinds that meet on one name
+// -----------------------------------------------------------------
+
+namespace dlock {
+namespace {
+
+// A read-write exec on a name a plain exec holds, and the reverse: a message naming both kinds,
+// and 64 (README's "usage error", as every errc::wrong_type), never a wait or Redis's WRONGTYPE.
+TEST(CliKinds, ExecOfAnotherKindOnAHeldNameNamesBothKindsAndExits64) {
+  redis_server server;
+  const std::string name = unique_key("kinds");
+  const std::string ready = R"(echo ready; read line; exit 0)";
+  cli_process plain({"--redis", server.url(), "exec", "--plain", name, "--", "sh", "-c", ready});
+  ASSERT_EQ(plain.read_line(), "ready") << plain.err();
+  for (const char* side : {"-s", "-x"}) {
+    const tools::command_result r = run_cli(server.url(), {"exec", side, name, "--", "true"});
+    EXPECT_EQ(r.exit_code, 64) << side << ": " << r.err;
+    EXPECT_NE(r.err.find("plain lock"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not a read-write lock"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("WRONGTYPE"), std::string::npos) << r.err;
+  }
+  const tools::command_result reentrant = run_cli(server.url(), {"exec", name, "--", "true"});
+  EXPECT_EQ(reentrant.exit_code, 64) << reentrant.err;
+  EXPECT_NE(reentrant.err.find("a plain lock"), std::string::npos) << reentrant.err;
+  EXPECT_NE(reentrant.err.find("not a reentrant lock"), std::string::npos) << reentrant.err;
+  plain.close_stdin();
+  EXPECT_EQ(plain.wait(), 0) << plain.err();
+
+  cli_process reader({"--redis", server.url(), "exec", "-s", name, "--", "sh", "-c", ready});
+  ASSERT_EQ(reader.read_line(), "ready") << reader.err();
+  const tools::command_result r = run_cli(server.url(), {"exec", "--plain", name, "--", "true"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("read-write lock"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not a plain lock"), std::string::npos) << r.err;
+  reader.close_stdin();
+  EXPECT_EQ(reader.wait(), 0) << reader.err();
+}
+
+}  // namespace
+}  // namespace dlock

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -275,6 +276,43 @@ TEST_F(ClusterLock, AWaiterFollowsItsChannelWhenTheSlotMoves) {
   ASSERT_TRUE(ok);
   EXPECT_LT(at - released, timing_slack) << "woken by its 30 s lease, not by the message";
   cluster().migrate_slot(slot, to, from);
+}
+
+// min_replicas on a cluster: WAIT follows the lock script on the connection to the slot's master,
+// so it counts that master's replicas. With the one replica paused, an acquisition fails cleanly
+// and leaves nothing held; resumed, it succeeds.
+TEST_F(ClusterLock, MinReplicasConfirmsOnTheSlotsMasterAndAPausedReplicaFailsCleanly) {
+  constexpr auto replica_timeout = 100ms;
+  client c{replica_url() +
+           "?min_replicas=1&replica_timeout=" + std::to_string(replica_timeout.count())};
+  ASSERT_EQ(c.options().locks.min_replicas, 1u);
+  const std::string name = test::unique_key("confirmed");
+  const std::uint16_t owner = cluster().master_for_key(name);
+  const std::uint16_t replica = cluster().replicas_of(owner).front();
+  mutex m = c.get_lock(name);
+  std::error_code ec;
+  ASSERT_TRUE(m.try_lock(ec)) << ec.message();
+  // READONLY: a cluster replica answers reads of its master's slots instead of redirecting them.
+  const auto on_replica = tools::resp_call_all(replica, {{"READONLY"}, {"EXISTS", name}});
+  EXPECT_EQ(on_replica.at(1).integer, 1) << "the replica does not have it";
+  m.unlock();
+  ASSERT_TRUE(eventually([&] { return cluster().call(owner, {"EXISTS", name}).integer == 0; }));
+
+  cluster().node(replica).kill(SIGSTOP);
+  const auto before = steady_clock::now();
+  EXPECT_FALSE(m.try_lock(ec));
+  EXPECT_EQ(ec, errc::replicas_unavailable) << ec.message();
+  EXPECT_LT(steady_clock::now() - before, replica_timeout + timing_slack);
+  EXPECT_GT(c.lock_metrics().unconfirmed, 0u);
+  // The unconfirmed hold was released (asynchronously) on the slot's master.
+  EXPECT_TRUE(eventually([&] { return cluster().call(owner, {"EXISTS", name}).integer == 0; }));
+  EXPECT_FALSE(m.is_held_by_current_thread());
+  cluster().node(replica).kill(SIGCONT);
+  ASSERT_TRUE(m.try_lock_for(10s, ec)) << ec.message();
+  EXPECT_EQ(m.unlock_checked(), std::error_code{});
+  // Paused for less than the node timeout: nobody counted it failed, but make sure for the next
+  // tests.
+  cluster().wait_ok();
 }
 
 TEST_F(ClusterLock, TwoProcessesOfFourThreadsKeepANonAtomicCountExact) {

@@ -325,12 +325,14 @@ TEST_F(FairScriptsTest, TokensIncreaseAndAStaleUnlockChangesNothing) {
 
 TEST_F(FairScriptsTest, OtherKindsAreRefusedNamingWhatTheyAre) {
   c.command({"SET", name, "3"});
-  const auto [status, type] = lock(owner_a, true);
-  EXPECT_EQ(status, -2);
-  EXPECT_EQ(type.str, "string");
+  const auto [status, what] = lock(owner_a, true);
+  EXPECT_EQ(status, -1);
+  EXPECT_EQ(what.str, "a semaphore or a latch (a string count)");
   c.command({"DEL", name});
   c.command({"HSET", name, "mode", "read", owner_b, "1"});
-  EXPECT_EQ(lock(owner_a, true).first, -1);
+  const auto [rw_status, rw_what] = lock(owner_a, true);
+  EXPECT_EQ(rw_status, -1);
+  EXPECT_NE(rw_what.str.find("read-write lock"), std::string::npos) << rw_what.str;
   const reply forced = c.eval(force_script, {name, queue, deadlines, channel}, {"0", "publish"});
   EXPECT_EQ(forced.elements.at(0).integer, -1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 1);

@@ -380,7 +380,7 @@ TEST(PlainLock, StatusAndForceUnlockWorkOnDlockAndForeignHolders) {
     EXPECT_EQ(e.code(), errc::wrong_type);
   }
   EXPECT_TRUE(m.is_held_by_current_thread());
-  // And the plain lock meets the hash with the server's WRONGTYPE.
+  // And the plain lock refuses the hash as another kind.
   std::error_code ec;
   EXPECT_FALSE(p.try_lock(ec));
   EXPECT_EQ(ec, errc::wrong_type);

@@ -332,8 +332,8 @@ TEST_F(RwScriptsTest, KindsAreNotMixed) {
   // Some other data: not touched.
   c.command({"DEL", name});
   c.command({"SET", name, "data"});
-  EXPECT_EQ(read_lock(reader_a).second.str, "a string");
-  EXPECT_EQ(write_lock(reader_a, true).second.str, "a string");
+  EXPECT_EQ(read_lock(reader_a).second.str, "a plain lock or data (a string)");
+  EXPECT_EQ(write_lock(reader_a, true).second.str, "a plain lock or data (a string)");
   EXPECT_EQ(c.eval(force_script, {name, channel}, {"publish"}).elements.at(0).integer, -1);
   EXPECT_EQ(c.command({"GET", name}).str, "data");
 }

@@ -80,7 +80,10 @@ TEST(FairProtocol, AttemptRepliesDecode) {
   EXPECT_EQ(refused.holder_ttl_ms, 1234);
   EXPECT_EQ(p.read_attempt(array({integer(0), integer(-1)})).holder_ttl_ms, -1);
   try {
-    (void)p.read_attempt(array({integer(-1), integer(0)}));
+    (void)p.read_attempt(array({integer(-1),
+                                bulk("a read-write lock (dlock::shared_mutex, Redisson "
+                                     "RReadWriteLock)"),
+                                bulk("n")}));
     FAIL() << "a read-write lock was taken for a fair lock";
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::wrong_type);
@@ -88,7 +91,7 @@ TEST(FairProtocol, AttemptRepliesDecode) {
     EXPECT_NE(std::string(e.what()).find("fair lock"), std::string::npos);
   }
   try {
-    (void)p.read_attempt(array({integer(-2), bulk("string")}));
+    (void)p.read_attempt(array({integer(-1), bulk("a plain lock or data (a string)"), bulk("n")}));
     FAIL() << "a string was taken for a fair lock";
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::wrong_type);

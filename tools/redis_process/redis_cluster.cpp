@@ -206,7 +206,8 @@ void redis_cluster::stop_all() noexcept {
   }
 }
 
-redis_process_options redis_cluster::node_options(std::uint16_t port) const {
+redis_process_options redis_cluster::node_options(std::size_t index) const {
+  const std::uint16_t port = ports_[index];
   redis_process_options node;
   node.executable = options_.executable;
   node.cli_executable = options_.cli_executable;
@@ -225,6 +226,16 @@ redis_process_options redis_cluster::node_options(std::uint16_t port) const {
   if (!options_.password.empty()) {
     node.extra_args.insert(node.extra_args.end(), {"--masterauth", options_.password});
   }
+  if (options_.tls) {
+    node.tls = true;
+    // The first node makes the CA; the others' certificates are signed by it.
+    if (index > 0) node.tls_ca_dir = nodes_.front()->dir();
+    node.extra_args.insert(node.extra_args.end(),
+                           {"--tls-cluster", "yes", "--tls-replication", "yes",
+                            // Else the bus would listen on tls-port + 10000, which was not
+                            // checked to be free.
+                            "--cluster-port", std::to_string(port + bus_offset)});
+  }
   node.extra_args.insert(node.extra_args.end(), options_.extra_args.begin(),
                          options_.extra_args.end());
   return node;
@@ -232,7 +243,7 @@ redis_process_options redis_cluster::node_options(std::uint16_t port) const {
 
 void redis_cluster::start_node(std::size_t index, clock_type::time_point deadline) {
   for (int attempt = 1;; ++attempt) {
-    redis_process_options node = node_options(ports_[index]);
+    redis_process_options node = node_options(index);
     node.start_timeout =
         std::max(std::chrono::ceil<std::chrono::milliseconds>(deadline - clock_type::now()), 1ms);
     try {
@@ -259,9 +270,9 @@ std::vector<std::uint16_t> redis_cluster::ports() const {
   return ports_;
 }
 
-std::string redis_cluster::node_url(std::uint16_t port) const {
-  if (options_.password.empty()) return url(port);
-  std::string encoded;
+std::string redis_cluster::userinfo() const {
+  if (options_.password.empty()) return {};
+  std::string encoded = ":";
   for (const char ch : options_.password) {
     const auto byte = static_cast<unsigned char>(ch);
     if (std::isalnum(byte) != 0 || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
@@ -273,11 +284,36 @@ std::string redis_cluster::node_url(std::uint16_t port) const {
       encoded += hex[byte & 0xf];
     }
   }
-  return "redis://:" + encoded + "@127.0.0.1:" + std::to_string(port);
+  return encoded + "@";
+}
+
+std::string redis_cluster::node_url(std::uint16_t port) const {
+  return "redis://" + userinfo() + port_text(port);
 }
 
 std::string redis_cluster::url(std::uint16_t port) {
   return "redis://" + port_text(port);
+}
+
+std::uint16_t redis_cluster::tls_port(std::uint16_t port) const {
+  return node(port).tls_port();
+}
+
+std::string redis_cluster::tls_url(std::uint16_t port) const {
+  if (!options_.tls) return {};
+  return "rediss://" + userinfo() + port_text(tls_port(port));
+}
+
+std::string redis_cluster::ca_file() const {
+  return options_.tls ? nodes_.front()->ca_file() : "";
+}
+
+std::uint16_t redis_cluster::plain_port(std::uint16_t announced) const {
+  if (!options_.tls) return announced;
+  for (std::size_t i = 0; i < ports_.size(); ++i) {
+    if (nodes_[i] != nullptr && nodes_[i]->tls_port() == announced) return ports_[i];
+  }
+  return announced;
 }
 
 std::size_t redis_cluster::index_of(std::uint16_t port) const {
@@ -440,7 +476,7 @@ std::vector<std::uint16_t> redis_cluster::replicas_of(std::uint16_t master_port)
       const std::string entry = info_field(replication.str, "slave" + std::to_string(i));
       const std::size_t at = entry.find("port=");
       if (at != std::string::npos) {
-        result.push_back(static_cast<std::uint16_t>(std::stoul(entry.substr(at + 5))));
+        result.push_back(plain_port(static_cast<std::uint16_t>(std::stoul(entry.substr(at + 5)))));
       }
     }
   } else {
@@ -701,8 +737,10 @@ void redis_cluster::finish_slot_migration(std::uint16_t slot, std::uint16_t from
     if (keys.is_error()) fail("CLUSTER GETKEYSINSLOT on " + port_text(from_port) + ": " + keys.str);
     if (keys.elements.empty()) break;
     if (clock_type::now() >= deadline) fail("keys of slot " + slot_text + " not moved in time");
+    // With tls-cluster, MIGRATE connects with TLS: to the target's TLS port.
+    const std::uint16_t target = options_.tls ? tls_port(to_port) : to_port;
     std::vector<std::string> migrate{
-        "MIGRATE", "127.0.0.1", std::to_string(to_port),
+        "MIGRATE", "127.0.0.1", std::to_string(target),
         "",        "0",         std::to_string(std::chrono::milliseconds(migrate_timeout).count())};
     if (!options_.password.empty()) migrate.insert(migrate.end(), {"AUTH", options_.password});
     migrate.emplace_back("KEYS");

@@ -41,6 +41,12 @@ struct redis_cluster_options {
   // requirepass (and masterauth, so replicas can sync) on every node, if not empty. The
   // fixture's own commands authenticate with it; seed_url() and node_url() carry it.
   std::string password;
+  // Every node also serves TLS on a port of its own (tls_port()), with certificates of one CA
+  // (ca_file()), and the nodes talk TLS to each other: the cluster bus (tls-cluster, so CLUSTER
+  // SHARDS and redirections to TLS clients name the TLS ports), replication (tls-replication) and
+  // MIGRATE. The plain port stays open for the fixture's own commands (ports(), call(), cli()) and
+  // the cluster bus stays on port + 10000 (cluster-port).
+  bool tls = false;
   // How long the constructor may take in all: nodes up, cluster created, every node ok.
   std::chrono::milliseconds start_timeout{30000};
   // The default limit of failover(), migrate_slot(), finish_slot_migration() and wait_ok().
@@ -96,6 +102,12 @@ class redis_cluster {
   static std::string url(std::uint16_t port);
   // url(port) with the cluster's password, if any ("redis://:<password>@127.0.0.1:<port>").
   std::string node_url(std::uint16_t port) const;
+  // With options().tls: the node's TLS port, and "rediss://127.0.0.1:<it>" with the cluster's
+  // password like node_url(); the CA that verifies every node (the same file for all). 0 or ""
+  // without tls. Throw std::out_of_range for a port that is not one of ports().
+  std::uint16_t tls_port(std::uint16_t port) const;
+  std::string tls_url(std::uint16_t port) const;
+  std::string ca_file() const;
   // The node's cluster id (40 hex digits); it survives restarts (nodes.conf is kept).
   // Throws std::out_of_range for a port that is not one of ports().
   const std::string& node_id(std::uint16_t port) const;
@@ -219,8 +231,12 @@ class redis_cluster {
   void introduce_all(const std::atomic<bool>& created,
                      std::chrono::steady_clock::time_point deadline) const noexcept;
   std::size_t index_of(std::uint16_t port) const;
+  // ":<password, percent-encoded>@" for a URL, "" without a password.
+  std::string userinfo() const;
+  // The node's port for a port a node announced: with tls, replicas announce their TLS port.
+  std::uint16_t plain_port(std::uint16_t announced) const;
   void start_node(std::size_t index, std::chrono::steady_clock::time_point deadline);
-  redis_process_options node_options(std::uint16_t port) const;
+  redis_process_options node_options(std::size_t index) const;
   view read_view(std::uint16_t port) const;
   view first_view() const;
   // "" when every condition of wait_ok() holds, else what is wrong. `full`: also every node knows

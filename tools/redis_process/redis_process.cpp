@@ -835,20 +835,26 @@ void redis_process::write_config() const {
 }
 
 void redis_process::make_tls_files() const {
-  const std::string ca_key = dir_ + "/ca.key";
+  const bool own_ca = options_.tls_ca_dir.empty();
+  const std::string ca_key = (own_ca ? dir_ : options_.tls_ca_dir) + "/ca.key";
   const std::string server_csr = dir_ + "/server.csr";
   const std::string server_ext = dir_ + "/server.ext";
   // EC keys and short validity keep generation to a few tens of milliseconds.
-  run_openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-               "-nodes", "-keyout", ca_key, "-out", ca_file(), "-days", "2", "-subj",
-               "/CN=dlock test CA", "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
-               "keyUsage=critical,keyCertSign,cRLSign"});
+  if (own_ca) {
+    run_openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                 "-nodes", "-keyout", ca_key, "-out", ca_file(), "-days", "2", "-subj",
+                 "/CN=dlock test CA", "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
+                 "keyUsage=critical,keyCertSign,cRLSign"});
+  } else {
+    // A copy, so that ca_file() is in this server's directory like without a shared CA.
+    fs::copy_file(options_.tls_ca_dir + "/ca.crt", ca_file(), fs::copy_options::overwrite_existing);
+  }
   run_openssl({"req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                "-keyout", tls_key_file(), "-out", server_csr, "-subj", "/CN=127.0.0.1"});
   write_file(server_ext,
              "basicConstraints=critical,CA:FALSE\n"
              "keyUsage=critical,digitalSignature,keyEncipherment\n"
-             "extendedKeyUsage=serverAuth\n"
+             "extendedKeyUsage=serverAuth,clientAuth\n"
              "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
   // A random serial: clients may cache certificates by issuer and serial across test runs.
   std::random_device random;

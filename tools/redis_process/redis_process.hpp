@@ -34,9 +34,15 @@ struct redis_process_options {
   // quoting follows redis.conf rules. A rule for "default" overrides `password`.
   std::vector<std::string> acl_users;
   // Also serve TLS on tls_port(), with a CA and a server certificate (CN 127.0.0.1, SAN
-  // IP:127.0.0.1 and DNS:localhost) made at construction with the openssl command.
+  // IP:127.0.0.1 and DNS:localhost; for client authentication too, because a cluster node
+  // presents it on the cluster bus, where Redis demands client certificates) made at
+  // construction with the openssl command.
   // Clients are not asked for certificates (tls-auth-clients no).
   bool tls = false;
+  // With tls: a directory holding an existing CA (ca.crt and ca.key, such as another
+  // redis_process's dir()) that signs this server's certificate instead of a CA of its own.
+  // Servers that talk TLS to each other (a cluster bus, replication) need one CA.
+  std::string tls_ca_dir;
   // Also listen on a unix socket in the temporary directory (unixsocketperm 700).
   bool unix_socket = false;
   // More redis-server arguments, appended last so they override the generated ones,

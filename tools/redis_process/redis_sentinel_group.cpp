@@ -181,7 +181,7 @@ redis_sentinel_group::redis_sentinel_group(redis_sentinel_group_options options)
       start_process(data_ports_, data_nodes_, i, false, deadline);
     // At run time, not as --replicaof: a restarted node then follows its config file, which the
     // sentinels rewrite with every reconfiguration (and this CONFIG REWRITE with the first).
-    const std::string master = std::to_string(data_ports_.front());
+    const std::string master = std::to_string(announced(data_ports_.front()));
     for (std::size_t i = 1; i < data_ports_.size(); ++i) {
       for (const std::vector<std::string>& command :
            {std::vector<std::string>{"REPLICAOF", "127.0.0.1", master},
@@ -241,6 +241,14 @@ void redis_sentinel_group::stop_all() noexcept {
   paused_.clear();
 }
 
+void redis_sentinel_group::add_tls(redis_process_options& node) const {
+  node.tls = true;
+  // The first data node makes the CA; every other node's certificate is signed by it.
+  if (!data_nodes_.empty() && data_nodes_.front() != nullptr) {
+    node.tls_ca_dir = data_nodes_.front()->dir();
+  }
+}
+
 redis_process_options redis_sentinel_group::data_options(std::uint16_t port) const {
   redis_process_options node;
   node.executable = options_.executable;
@@ -259,6 +267,11 @@ redis_process_options redis_sentinel_group::data_options(std::uint16_t port) con
   if (!options_.password.empty()) {
     node.extra_args.insert(node.extra_args.end(), {"--masterauth", options_.password});
   }
+  if (options_.tls) {
+    add_tls(node);
+    // The replicas connect to their master with TLS (and announce their TLS port).
+    node.extra_args.insert(node.extra_args.end(), {"--tls-replication", "yes"});
+  }
   node.extra_args.insert(node.extra_args.end(), options_.extra_args.begin(),
                          options_.extra_args.end());
   return node;
@@ -276,6 +289,12 @@ redis_process_options redis_sentinel_group::sentinel_options(std::uint16_t port)
   // The config file is redis_process's own (in the sentinel's directory, writable): the sentinel
   // rewrites it with its id and everything it learns, and a restart reads it back.
   node.extra_args = {"--sentinel"};
+  if (options_.tls) {
+    add_tls(node);
+    // In a sentinel's config this makes its links to the data nodes and to the other sentinels
+    // TLS.
+    node.extra_args.insert(node.extra_args.end(), {"--tls-replication", "yes"});
+  }
   node.extra_args.insert(node.extra_args.end(), options_.sentinel_extra_args.begin(),
                          options_.sentinel_extra_args.end());
   return node;
@@ -328,7 +347,8 @@ void redis_sentinel_group::monitor(std::uint16_t sentinel_port) const {
   if (!options_.password.empty()) set.insert(set.end(), {"auth-pass", options_.password});
   for (const std::vector<std::string>& command :
        {std::vector<std::string>{"SENTINEL", "MONITOR", options_.master_name, "127.0.0.1",
-                                 std::to_string(data_ports_.front()),
+                                 // With tls, the TLS port: the sentinels report what they got.
+                                 std::to_string(announced(data_ports_.front())),
                                  std::to_string(options_.quorum)},
         set}) {
     const resp_value answer = call(sentinel_port, command, query_timeout);
@@ -368,6 +388,28 @@ const std::string& redis_sentinel_group::password_of(std::uint16_t port) const {
   return is_sentinel(port) ? options_.sentinel_password : options_.password;
 }
 
+std::uint16_t redis_sentinel_group::tls_port(std::uint16_t port) const {
+  return node(port).tls_port();
+}
+
+std::string redis_sentinel_group::ca_file() const {
+  return options_.tls ? data_nodes_.front()->ca_file() : "";
+}
+
+std::uint16_t redis_sentinel_group::announced(std::uint16_t port) const {
+  return options_.tls ? tls_port(port) : port;
+}
+
+std::uint16_t redis_sentinel_group::plain_port(std::uint16_t reported) const {
+  if (!options_.tls) return reported;
+  for (const auto* group : {&data_nodes_, &sentinels_}) {
+    for (const auto& process : *group) {
+      if (process != nullptr && process->tls_port() == reported) return process->port();
+    }
+  }
+  return reported;
+}
+
 bool redis_sentinel_group::live(std::uint16_t port) const {
   return !paused_.contains(port) && node(port).running();
 }
@@ -387,11 +429,11 @@ std::string redis_sentinel_group::node_url(std::uint16_t port) const {
 }
 
 std::string redis_sentinel_group::sentinel_url(std::string_view query) const {
-  std::string text = "redis-sentinel://";
+  std::string text = options_.tls ? "rediss-sentinel://" : "redis-sentinel://";
   if (!options_.password.empty()) text += ":" + percent_encode(options_.password) + "@";
   for (std::size_t i = 0; i < sentinel_ports_.size(); ++i) {
     if (i > 0) text += ',';
-    text += port_text(sentinel_ports_[i]);
+    text += port_text(announced(sentinel_ports_[i]));
   }
   std::string parameters;
   if (!options_.sentinel_password.empty()) {
@@ -438,7 +480,8 @@ std::uint16_t redis_sentinel_group::master_port_from(std::uint16_t sentinel_port
   if (answer.is_error()) {
     fail("SENTINEL GET-MASTER-ADDR-BY-NAME on " + port_text(sentinel_port) + ": " + answer.str);
   }
-  const std::uint16_t port = answer.elements.size() == 2 ? parse_port(answer.elements[1].str) : 0;
+  const std::uint16_t port =
+      answer.elements.size() == 2 ? plain_port(parse_port(answer.elements[1].str)) : 0;
   if (port == 0) {
     fail("sentinel " + port_text(sentinel_port) + " names no master " + options_.master_name +
          ": " + answer.to_string());
@@ -526,9 +569,10 @@ void redis_sentinel_group::cut_replica(std::uint16_t replica_port) {
   const std::string master_address = field("addr");
   const std::string local_address = field("laddr");
   const std::size_t colon = master_address.rfind(':');
-  const std::uint16_t master = colon == std::string::npos
-                                   ? 0
-                                   : parse_port(std::string_view(master_address).substr(colon + 1));
+  const std::uint16_t master =
+      colon == std::string::npos
+          ? 0
+          : plain_port(parse_port(std::string_view(master_address).substr(colon + 1)));
   if (master == 0 || local_address.empty()) {
     throw std::invalid_argument(std::string(error_prefix) + port_text(replica_port) +
                                 " has no link to a master");
@@ -569,7 +613,7 @@ std::string redis_sentinel_group::replication_problem() const {
       if (info_field(replica.str, "master_link_status") != "up") {
         return "replica " + port_text(data_ports_[i]) + " has no link to the master yet";
       }
-      const std::string state = replica_state(info.str, data_ports_[i]);
+      const std::string state = replica_state(info.str, announced(data_ports_[i]));
       if (state != "online") {
         return "the master lists replica " + port_text(data_ports_[i]) + " as '" + state + "'";
       }
@@ -625,7 +669,7 @@ std::string redis_sentinel_group::problem(std::uint16_t not_master, bool full,
       replicas.push_back(port);
       const resp_value info = call(port, {"INFO", "replication"}, query_timeout);
       if (info_field(info.str, "role") != "slave" ||
-          info_field(info.str, "master_port") != std::to_string(master)) {
+          info_field(info.str, "master_port") != std::to_string(announced(master))) {
         return port_text(port) + " is not a replica of " + port_text(master) +
                " yet (role:" + info_field(info.str, "role") +
                ", master_port:" + info_field(info.str, "master_port") + ")";
@@ -633,7 +677,8 @@ std::string redis_sentinel_group::problem(std::uint16_t not_master, bool full,
       if (info_field(info.str, "master_link_status") != "up") {
         return "replica " + port_text(port) + " has no link to " + port_text(master) + " yet";
       }
-      if (const std::string state = replica_state(master_info.str, port); state != "online") {
+      if (const std::string state = replica_state(master_info.str, announced(port));
+          state != "online") {
         return "master " + port_text(master) + " lists replica " + port_text(port) + " as '" +
                state + "'";
       }
@@ -666,16 +711,17 @@ std::string redis_sentinel_group::problem(std::uint16_t not_master, bool full,
           call(sentinel, {"SENTINEL", "REPLICAS", options_.master_name}, query_timeout);
       if (listed.is_error()) return concat({who, ": SENTINEL REPLICAS: ", listed.str});
       for (const std::uint16_t replica : replicas) {
-        const auto entry = std::find_if(
-            listed.elements.begin(), listed.elements.end(),
-            [&](const resp_value& e) { return parse_port(entry_field(e, "port")) == replica; });
+        const auto entry =
+            std::find_if(listed.elements.begin(), listed.elements.end(), [&](const resp_value& e) {
+              return plain_port(parse_port(entry_field(e, "port"))) == replica;
+            });
         if (entry == listed.elements.end()) {
           return concat({who, " does not list replica ", port_text(replica), " yet"});
         }
         const std::string flags = entry_field(*entry, "flags");
         const std::string link = entry_field(*entry, "master-link-status");
         const std::string its_master = entry_field(*entry, "master-port");
-        if (flags != "slave" || link != "ok" || its_master != std::to_string(master)) {
+        if (flags != "slave" || link != "ok" || its_master != std::to_string(announced(master))) {
           return concat({who, " sees replica ", port_text(replica), " with flags ", flags,
                          ", master-link-status ", link, ", master-port ", its_master});
         }
@@ -685,9 +731,10 @@ std::string redis_sentinel_group::problem(std::uint16_t not_master, bool full,
       if (others.is_error()) return concat({who, ": SENTINEL SENTINELS: ", others.str});
       for (const std::uint16_t other : sentinels) {
         if (other == sentinel) continue;
-        const auto entry = std::find_if(
-            others.elements.begin(), others.elements.end(),
-            [&](const resp_value& e) { return parse_port(entry_field(e, "port")) == other; });
+        const auto entry =
+            std::find_if(others.elements.begin(), others.elements.end(), [&](const resp_value& e) {
+              return plain_port(parse_port(entry_field(e, "port"))) == other;
+            });
         if (entry == others.elements.end()) {
           return concat({who, " does not know sentinel ", port_text(other), " yet"});
         }

@@ -74,6 +74,15 @@ struct redis_sentinel_group_options {
   std::string executable = "redis-server";
   std::string sentinel_executable;
   std::string cli_executable = "redis-cli";
+  // The master, the replicas and the sentinels also serve TLS, each on a port of its own
+  // (tls_port()), with certificates of one CA (ca_file()), and talk TLS to each other
+  // (tls-replication, in the sentinels' config too): replication, the sentinels' links to the data
+  // nodes and to each other. The sentinels monitor the master by its TLS port, so what they report
+  // (SENTINEL GET-MASTER-ADDR-BY-NAME, +switch-master) are TLS ports, and sentinel_url() is
+  // "rediss-sentinel://" with the sentinels' TLS ports. The plain ports stay open for the
+  // fixture's own commands (data_ports(), sentinel_ports(), call(), cli()), which keep naming
+  // nodes by them.
+  bool tls = false;
   // How long the constructor may take in all: nodes up, replicas in sync, every sentinel knowing
   // the master, every replica and every other sentinel.
   std::chrono::milliseconds start_timeout{30000};
@@ -135,8 +144,9 @@ class redis_sentinel_group {
 
   // The master according to the sentinels: SENTINEL GET-MASTER-ADDR-BY-NAME on the first running
   // (and not paused) sentinel that answers. During a failover the sentinels may disagree;
-  // wait_ok() or wait_for_failover() first when that matters. Throws std::runtime_error when no
-  // sentinel answers.
+  // wait_ok() or wait_for_failover() first when that matters. With tls the sentinels name a TLS
+  // port; this returns that node's plain port, like every port of this class. Throws
+  // std::runtime_error when no sentinel answers.
   std::uint16_t master_port() const;
   // The same question to the sentinel `sentinel_port` only. Throws std::out_of_range for a port
   // that is not a sentinel, std::runtime_error when it does not answer or names no master.
@@ -149,7 +159,13 @@ class redis_sentinel_group {
   // takes. With a password: "redis-sentinel://:<password>@..." (the data nodes' password);
   // with a sentinel password: "...?sentinel_password=<it>#..."; `query` (such as
   // "min_replicas=1&replica_timeout=100") is added to the query. Passwords are percent-encoded.
+  // With options().tls: "rediss-sentinel://" and the sentinels' TLS ports (the client also needs
+  // ca_file()).
   std::string sentinel_url(std::string_view query = {}) const;
+  // With options().tls: the TLS port of a data node or sentinel (0 without tls; throws
+  // std::out_of_range like node()), and the CA that verifies them all ("" without tls).
+  std::uint16_t tls_port(std::uint16_t port) const;
+  std::string ca_file() const;
   // "redis://127.0.0.1:<port>", without a password.
   static std::string url(std::uint16_t port);
   // url(port) with the node's password, if any ("redis://:<password>@127.0.0.1:<port>"): the
@@ -276,7 +292,13 @@ class redis_sentinel_group {
   std::size_t data_index(std::uint16_t port) const;      // data_ports_.size() if not a data node
   std::size_t sentinel_index(std::uint16_t port) const;  // sentinel_ports_.size() if not one
   const std::string& password_of(std::uint16_t port) const;
+  // The port the servers know a node by: its TLS port with tls, else `port`.
+  std::uint16_t announced(std::uint16_t port) const;
+  // The node's plain port for a port the servers reported (announced()'s inverse).
+  std::uint16_t plain_port(std::uint16_t reported) const;
   bool live(std::uint16_t port) const;  // running and not paused
+  // With tls: serve TLS with a certificate of the group's CA.
+  void add_tls(redis_process_options& node) const;
   redis_process_options data_options(std::uint16_t port) const;
   redis_process_options sentinel_options(std::uint16_t port) const;
   // Starts the process on ports[index] into nodes[index], picking another port if the picked one

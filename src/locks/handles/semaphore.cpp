@@ -103,6 +103,15 @@ std::future<lock_lease> semaphore::async_acquire(const acquire_options& options)
   return future;
 }
 
+void semaphore::async_acquire(const acquire_options& options, lease_handler done) {
+  if (!done) throw error(errc::invalid_argument, "an asynchronous acquisition needs a handler");
+  state_->engine->async_acquire(
+      state_->lock, options,
+      [done = std::move(done)](std::error_code ec, const std::string&, lock_lease got) {
+        done(ec, std::move(got));
+      });
+}
+
 void semaphore::release(std::string_view id) {
   if (!locks::is_permit_id(id)) {
     throw error(errc::invalid_argument,

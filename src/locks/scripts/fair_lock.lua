@@ -20,8 +20,8 @@
 --         {0, sleep}     refused: milliseconds until the holder's lease ends or, while the free
 --                        lock is kept for an earlier waiter, until that waiter's deadline (-1:
 --                        the holder has no TTL)
---         {-1, 0}        the hash is a read-write lock (it has a "mode" field)
---         {-2, type}     the key holds something else than a hash
+--         {-1, what, name}  the key is not a fair lock: `what` names its kind for people (as
+--                        reentrant_lock.lua), `name` is KEYS[1]
 local counter_ttl_ms = 86400000
 local field = ARGV[2]
 local wait = tonumber(ARGV[4])
@@ -38,9 +38,20 @@ local function next_token()
   return token
 end
 
+-- Other kinds first, as reentrant_lock.lua tells them apart.
 local kind = redis.call('type', KEYS[1]).ok
+if kind == 'string' then
+  local value = redis.call('get', KEYS[1])
+  if #value <= 20 and string.find(value, '^%-?%d+$') then
+    return {-1, 'a semaphore or a latch (a string count)', KEYS[1]}
+  end
+  return {-1, 'a plain lock or data (a string)', KEYS[1]}
+end
+if kind == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return {-1, 'a read-write lock (dlock::shared_mutex, Redisson RReadWriteLock)', KEYS[1]}
+end
 if kind ~= 'none' and kind ~= 'hash' then
-  return {-2, kind}
+  return {-1, 'a ' .. kind .. ' (not a lock)', KEYS[1]}
 end
 
 -- Waiters at the head whose deadline passed are gone (as Redisson: only the head is looked at).
@@ -87,8 +98,6 @@ elseif redis.call('hexists', KEYS[1], field) == 1 then
   end
   hold(known + 1)
   return {2, known + 1}
-elseif redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return {-1, 0}
 end
 
 local pttl = redis.call('pttl', KEYS[1])

@@ -29,6 +29,15 @@
 --                                publishes), 0 for a foreign holder (poll for its release); or
 --                                free but reserved for another client: its time left, dlock = 1
 --         {2}                    the client knows this owner already holds it
+--         {-1, what, name}       the key is not a plain lock: `what` names its kind for people,
+--                                `name` is KEYS[1]; nothing is changed
+--
+-- Kinds. A hash is a reentrant or read-write lock (dlock, Redisson). A string that is a decimal
+-- number of at most 20 bytes (an int64) is a semaphore's or a latch's count, never a plain lock's
+-- value: dlock's has colons; redis-py's Lock takes uuid1().hex (32 hex digits), node-redlock
+-- randomBytes(16) as hex (32 hex digits), redsync 16 random bytes in standard base64 (24 bytes
+-- ending in "=="). A 32-digit token made only of decimal digits is longer than any count. Only a
+-- token chosen by hand (redis-py's acquire(token=...)) could be a short number: it reads as a count.
 local counter_ttl_ms = 86400000
 local dlock_value = '^' .. string.rep('%x', 32) .. ':%d+:%w+$'
 
@@ -41,7 +50,18 @@ local function refused(pttl, dlock)
   return {0, pttl, dlock}
 end
 
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'hash' then
+  return {-1, 'a reentrant lock or a read-write lock (a hash)', KEYS[1]}
+end
+if kind ~= 'none' and kind ~= 'string' then
+  return {-1, 'a ' .. kind .. ' (not a lock)', KEYS[1]}
+end
+
 local holder = redis.call('get', KEYS[1])
+if holder and #holder <= 20 and string.find(holder, '^%-?%d+$') then
+  return {-1, 'a semaphore or a latch (a string count)', KEYS[1]}
+end
 if holder then
   local mine = string.sub(holder, 1, #ARGV[2] + 1) == ARGV[2] .. ':'
   if mine and ARGV[4] == '1' then

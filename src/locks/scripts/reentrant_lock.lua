@@ -33,8 +33,9 @@
 --         {2, count}     re-entered: the holder's new hold count
 --         {0, pttl}      held (or reserved) by someone else: milliseconds until its lease (or the
 --                        reservation) ends (-1: no TTL)
---         {-1, 0}        the hash is a read-write lock (it has a "mode" field)
---         {-2, 0}        the name is a fair lock that someone waits for (its list exists)
+--         {-1, what, name}  the key is not a reentrant lock: `what` names its kind for people
+--                        ("a read-write lock ...", "a semaphore or a latch ...", "a fair lock
+--                        ..." while its waiting list KEYS[6] exists), `name` is KEYS[1]
 local counter_ttl_ms = 86400000
 local id = ARGV[4]
 local lifetime = tonumber(ARGV[7])
@@ -57,13 +58,33 @@ local function refused(pttl)
   return {0, pttl}
 end
 
+-- Other kinds first, before any field of a hash is looked at: a read-write lock's reader field has
+-- the same form as ours, and a string would fail on HEXISTS with Redis's bare WRONGTYPE. A decimal
+-- string of at most 20 bytes (an int64) is a semaphore's or a latch's count (plain_lock.lua says
+-- why no plain lock's value looks so); any other string is a plain lock or data.
+local kind = redis.call('type', KEYS[1]).ok
+if kind == 'string' then
+  local value = redis.call('get', KEYS[1])
+  if #value <= 20 and string.find(value, '^%-?%d+$') then
+    return {-1, 'a semaphore or a latch (a string count)', KEYS[1]}
+  end
+  return {-1, 'a plain lock or data (a string)', KEYS[1]}
+end
+if kind == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return {-1, 'a read-write lock (dlock::shared_mutex, Redisson RReadWriteLock)', KEYS[1]}
+end
+if kind ~= 'none' and kind ~= 'hash' then
+  return {-1, 'a ' .. kind .. ' (not a lock)', KEYS[1]}
+end
 -- A fair lock's hash looks like ours; its waiting list tells it apart while someone waits, and
 -- taking it then would jump that line.
 if KEYS[6] and redis.call('exists', KEYS[6]) == 1 then
-  return {-2, 0}
+  return {-1, 'a fair lock (dlock::fair_mutex, Redisson RFairLock) with waiters in its line',
+          KEYS[1]}
 end
+
 local known = tonumber(ARGV[3])
-local free = redis.call('exists', KEYS[1]) == 0
+local free = kind == 'none'
 if free then
   local reserved = redis.call('get', KEYS[5])
   if reserved and reserved ~= id then
@@ -87,8 +108,5 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hset', KEYS[1], ARGV[2], known + 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {2, known + 1}
-end
-if redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return {-1, 0}  -- a read-write lock (rw_read_lock.lua): not ours to take
 end
 return refused(redis.call('pttl', KEYS[1]))

@@ -19,14 +19,23 @@
 --         {2, count}   re-entered: the new hold count (the client's count + 1)
 --         {0, ttl}     refused: milliseconds until the writer's lease ends, or until the
 --                      waiting writers' intents run out (-1: no TTL)
---         {-1, what}   the key is not a read-write lock: `what` says what it is
+--         {-1, what, name}  the key is not a read-write lock: `what` says what it is, `name` is
+--                      KEYS[1]
 local kind = redis.call('type', KEYS[1]).ok
+if kind == 'string' then
+  -- A decimal count of at most 20 bytes is a semaphore's or a latch's (see plain_lock.lua).
+  local value = redis.call('get', KEYS[1])
+  if #value <= 20 and string.find(value, '^%-?%d+$') then
+    return {-1, 'a semaphore or a latch (a string count)', KEYS[1]}
+  end
+  return {-1, 'a plain lock or data (a string)', KEYS[1]}
+end
 if kind ~= 'none' and kind ~= 'hash' then
-  return {-1, 'a ' .. kind}
+  return {-1, 'a ' .. kind .. ' (not a lock)', KEYS[1]}
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if kind == 'hash' and not mode then
-  return {-1, 'a reentrant lock (dlock::mutex, Redisson RLock)'}
+  return {-1, 'a reentrant lock (dlock::mutex, Redisson RLock)', KEYS[1]}
 end
 local now = redis.call('time')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)

@@ -24,7 +24,7 @@
 -- Returns {1, token}   acquired (first hold); token as reentrant_lock.lua's
 --         {2, count}   re-entered: the new hold count
 --         {0, ttl}     refused: milliseconds to sleep at most before trying again
---         {-1, what}   the key is not a read-write lock
+--         {-1, what, name}  the key is not a read-write lock (`name` is KEYS[1])
 --         {-2}         this owner holds read holds only
 local counter_ttl_ms = 86400000
 
@@ -40,12 +40,20 @@ local function next_token()
 end
 
 local kind = redis.call('type', KEYS[1]).ok
+if kind == 'string' then
+  -- A decimal count of at most 20 bytes is a semaphore's or a latch's (see plain_lock.lua).
+  local value = redis.call('get', KEYS[1])
+  if #value <= 20 and string.find(value, '^%-?%d+$') then
+    return {-1, 'a semaphore or a latch (a string count)', KEYS[1]}
+  end
+  return {-1, 'a plain lock or data (a string)', KEYS[1]}
+end
 if kind ~= 'none' and kind ~= 'hash' then
-  return {-1, 'a ' .. kind}
+  return {-1, 'a ' .. kind .. ' (not a lock)', KEYS[1]}
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if kind == 'hash' and not mode then
-  return {-1, 'a reentrant lock (dlock::mutex, Redisson RLock)'}
+  return {-1, 'a reentrant lock (dlock::mutex, Redisson RLock)', KEYS[1]}
 end
 local known = tonumber(ARGV[4])
 

@@ -18,20 +18,21 @@
 -- Returns {1}                    acquired
 --         {0, wait}              no permit: ms until the earliest permit's lease ends (-1: none
 --                                that will end; wait for a message)
---         {-1, what}             KEYS[1] or KEYS[2] is not a semaphore's: `what` says what it is
+--         {-1, what, name}       KEYS[1] or KEYS[2] is not a semaphore's: `what` says what it is,
+--                                `name` is KEYS[1]
 local never = 922337203685477  -- Redisson's score for a permit without expiry
 
 local kind = redis.call('type', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'string' then
-  return {-1, 'a ' .. kind}
+  return {-1, 'a ' .. kind, KEYS[1]}
 end
 local holders_kind = redis.call('type', KEYS[2]).ok
 if holders_kind ~= 'none' and holders_kind ~= 'zset' then
-  return {-1, 'a ' .. holders_kind .. ' at its holders key'}
+  return {-1, 'a ' .. holders_kind .. ' at its holders key', KEYS[1]}
 end
 local value = redis.call('get', KEYS[1])
 if value and not tonumber(value) then
-  return {-1, 'a string that is not a count'}
+  return {-1, 'a string that is not a count', KEYS[1]}
 end
 
 local time = redis.call('time')

@@ -5,6 +5,7 @@
 #include "dlock/embedded_scripts.hpp"
 #include "dlock/error.hpp"
 #include "locks/names.hpp"
+#include "locks/types/kind_refusal.hpp"
 
 namespace dlock::locks {
 namespace {
@@ -75,8 +76,9 @@ std::optional<script_call> fair_protocol::leave_line(std::string_view name,
 }
 
 attempt_outcome fair_protocol::read_attempt(const reply& r) const {
-  // {1, token} acquired, {2, count} re-entered, {0, sleep} refused, {-1, 0} a read-write lock,
-  // {-2, type} another kind of key (fair_lock.lua).
+  // {1, token} acquired, {2, count} re-entered, {0, sleep} refused, {-1, what, name} another
+  // kind (fair_lock.lua).
+  if (is_kind_refusal(r)) throw_kind_refusal(r, "a fair lock (dlock::fair_mutex)");
   if (!r.is_array() || r.elements.size() != 2) unexpected("lock", r);
   const std::int64_t status = r.elements[0].integer;
   const std::int64_t value = r.elements[1].integer;
@@ -97,15 +99,6 @@ attempt_outcome fair_protocol::read_attempt(const reply& r) const {
       out.status = attempt_outcome::kind::held_by_other;
       out.holder_ttl_ms = value < 0 ? -1 : value;
       return out;
-    case -1:
-      throw error(errc::wrong_type,
-                  "the name holds a read-write lock (dlock::shared_mutex, Redisson "
-                  "RReadWriteLock), not a fair lock (dlock::fair_mutex)");
-    case -2:
-      throw error(errc::wrong_type,
-                  "the name holds a " + r.elements[1].str +
-                      " (a plain lock, a semaphore or a latch are strings), not a fair lock "
-                      "(dlock::fair_mutex)");
     default:
       unexpected("lock", r);
   }

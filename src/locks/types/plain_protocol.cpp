@@ -6,6 +6,7 @@
 #include "dlock/embedded_scripts.hpp"
 #include "dlock/error.hpp"
 #include "locks/names.hpp"
+#include "locks/types/kind_refusal.hpp"
 #include "locks/types/wait_line.hpp"
 
 namespace dlock::locks {
@@ -77,7 +78,9 @@ std::optional<script_call> plain_protocol::leave_line(std::string_view name,
 }
 
 attempt_outcome plain_protocol::read_attempt(const reply& r) const {
-  // {1, token} acquired, {0, pttl, dlock} held by another, {2} held by this owner (plain_lock.lua).
+  // {1, token} acquired, {0, pttl, dlock} held by another, {2} held by this owner, {-1, what,
+  // name} another kind (plain_lock.lua).
+  if (is_kind_refusal(r)) throw_kind_refusal(r, "a plain lock (dlock::plain_lock)");
   if (!r.is_array() || r.elements.empty()) unexpected("lock", r);
   attempt_outcome out;
   switch (r.elements[0].integer) {

@@ -3,6 +3,7 @@
 #include "dlock/embedded_scripts.hpp"
 #include "dlock/error.hpp"
 #include "locks/names.hpp"
+#include "locks/types/kind_refusal.hpp"
 #include "locks/types/wait_line.hpp"
 
 namespace dlock::locks {
@@ -55,7 +56,9 @@ std::optional<script_call> reentrant_protocol::leave_line(std::string_view name,
 }
 
 attempt_outcome reentrant_protocol::read_attempt(const reply& r) const {
-  // {1, token} acquired, {2, count} re-entered, {0, pttl} held by another (reentrant_lock.lua).
+  // {1, token} acquired, {2, count} re-entered, {0, pttl} held by another, {-1, what, name}
+  // another kind (reentrant_lock.lua).
+  if (is_kind_refusal(r)) throw_kind_refusal(r, "a reentrant lock (dlock::mutex)");
   if (!r.is_array() || r.elements.size() != 2) unexpected("lock", r);
   const std::int64_t status = r.elements[0].integer;
   const std::int64_t value = r.elements[1].integer;
@@ -76,14 +79,6 @@ attempt_outcome reentrant_protocol::read_attempt(const reply& r) const {
       out.status = attempt_outcome::kind::held_by_other;
       out.holder_ttl_ms = value < 0 ? -1 : value;
       return out;
-    case -1:
-      throw error(errc::wrong_type,
-                  "the name holds a read-write lock (dlock::shared_mutex, Redisson "
-                  "RReadWriteLock), not a reentrant lock (dlock::mutex)");
-    case -2:
-      throw error(errc::wrong_type,
-                  "the name holds a fair lock (dlock::fair_mutex, Redisson RFairLock) with "
-                  "waiters in its line, not a reentrant lock (dlock::mutex)");
     default:
       unexpected("lock", r);
   }

@@ -3,6 +3,7 @@
 #include "dlock/embedded_scripts.hpp"
 #include "dlock/error.hpp"
 #include "locks/names.hpp"
+#include "locks/types/kind_refusal.hpp"
 
 namespace dlock::locks {
 namespace {
@@ -21,7 +22,8 @@ std::string ms_arg(std::chrono::milliseconds d) {
                                     ", not a read-write lock (dlock::shared_mutex)");
 }
 
-// {1, token or id}, {2, count}, {0, ttl}, {-1, what}, {-2} (rw_read_lock.lua, rw_write_lock.lua).
+// {1, token or id}, {2, count}, {0, ttl}, {-1, what, name}, {-2} (rw_read_lock.lua,
+// rw_write_lock.lua).
 attempt_outcome read_lock_reply(std::string_view side, const reply& r) {
   if (!r.is_array() || r.elements.empty()) unexpected(side, r);
   attempt_outcome out;
@@ -31,10 +33,7 @@ attempt_outcome read_lock_reply(std::string_view side, const reply& r) {
                 "this thread holds a read lock and asks for the write lock: it would wait for "
                 "itself (a read-write lock is not upgradable; unlock_shared() first)");
   }
-  if (status == -1 && r.elements.size() == 2) {
-    throw error(errc::wrong_type, "the name holds " + r.elements[1].str +
-                                      ", not a read-write lock (dlock::shared_mutex)");
-  }
+  if (is_kind_refusal(r)) throw_kind_refusal(r, "a read-write lock (dlock::shared_mutex)");
   if (r.elements.size() != 2) unexpected(side, r);
   const std::int64_t value = r.elements[1].integer;
   switch (status) {

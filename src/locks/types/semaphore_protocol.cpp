@@ -23,7 +23,8 @@ constexpr std::string_view timeout_suffix = "timeout";  // Redisson's suffixName
 // What a script found instead of a semaphore, named for people: "a hash (a dlock::mutex, ...)".
 std::string other_kind(const std::string& what) {
   if (what.starts_with("a hash")) {
-    return what + " (a dlock::mutex or another Redisson lock)";
+    return what +
+           " (a reentrant or read-write lock: dlock::mutex, dlock::shared_mutex, Redisson's)";
   }
   if (what.starts_with("a string")) return what + " (a plain lock, or data)";
   return what + " (not a lock)";
@@ -107,7 +108,7 @@ script_call semaphore_protocol::attempt(const attempt_request& request) const {
 }
 
 attempt_outcome semaphore_protocol::read_attempt(const reply& r) const {
-  // {1} acquired, {0, wait} no permit, {-1, what} not a semaphore (semaphore_acquire.lua).
+  // {1} acquired, {0, wait} no permit, {-1, what, name} not a semaphore (semaphore_acquire.lua).
   if (!r.is_array() || r.elements.empty()) unexpected("acquire", r);
   attempt_outcome out;
   switch (r.elements[0].integer) {
@@ -122,10 +123,7 @@ attempt_outcome semaphore_protocol::read_attempt(const reply& r) const {
       out.holder_ttl_ms = r.elements[1].integer < 0 ? -1 : r.elements[1].integer;
       return out;
     case -1:
-      if (r.elements.size() == 2) {
-        throw error(errc::wrong_type,
-                    "the key holds " + other_kind(r.elements[1].str) + ", not a semaphore");
-      }
+      if (r.elements.size() == 3) not_a_semaphore(r.elements[2].str, r.elements[1].str);
       break;
     default:
       break;
