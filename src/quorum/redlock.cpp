@@ -6,10 +6,11 @@
 //
 // Threads. Callers acquire on their own thread: they send to all masters at once and wait on a
 // fan_out for the replies. One watchdog thread per redlock renews watchdog leases (batched: one
-// script per master for all holds due), ends explicit leases, and reports losses. The masters'
-// I/O threads only record replies and wake waiters. Locks: holds_mutex_ guards the hold table,
-// the waker set and the stop flag; clients_mutex_ (shared) guards the clients against stop();
-// a gate's own mutex guards its busy flag. None is held while waiting for Redis.
+// script per master for all holds due), ends explicit leases, and reports losses. One I/O
+// thread (a detail::shared_io) runs every master's client: it only records replies and wakes
+// waiters, once per batch of ready sockets rather than once per master. Locks: holds_mutex_ guards
+// the hold table, the waker set and the stop flag; clients_mutex_ (shared) guards the clients
+// against stop(); a gate's own mutex guards its busy flag. None is held while waiting for Redis.
 //
 // Metrics and logs. The counters are atomics (locks::lock_counters, the lock engine's, with the
 // one type "redlock"); each master client's log hook tracks its connection state and forwards its
@@ -32,6 +33,7 @@
 #include <utility>
 
 #include "client/prometheus_text.hpp"
+#include "client/shared_io.hpp"
 #include "core/identity.hpp"
 #include "core/log_sink.hpp"
 #include "dlock/client.hpp"
@@ -300,6 +302,9 @@ class redlock::impl : public core::thread_exit_listener {
   std::mutex no_majority_log_mutex_;
   clock::time_point last_no_majority_log_{};
 
+  // The one I/O thread of all the masters' clients: an attempt's N replies wake one thread.
+  // Declared before the clients, which it outlives; after what their log hooks use.
+  detail::shared_io io_;
   mutable std::shared_mutex clients_mutex_;
   std::vector<std::unique_ptr<client>> masters_;  // cleared by stop()
 
@@ -357,7 +362,7 @@ redlock::impl::impl(const std::vector<std::string>& urls, redlock_options option
   }
   links_ = std::make_unique<master_link[]>(parsed.size());  // NOLINT(*-avoid-c-arrays)
   for (auto& o : parsed)
-    masters_.push_back(std::make_unique<client>(std::move(o)));
+    masters_.push_back(std::make_unique<client>(std::move(o), io_));
   size_ = masters_.size();
   quorum_ = size_ / 2 + 1;
 }
@@ -411,8 +416,11 @@ void redlock::impl::stop() noexcept {
     std::unique_lock lock(holds_mutex_);
     watchdog_wake_.wait_for(lock, std::chrono::seconds(5), [this] { return wakers_.empty(); });
   }
-  std::unique_lock lock(clients_mutex_);
-  masters_.clear();
+  {
+    std::unique_lock lock(clients_mutex_);
+    masters_.clear();
+  }
+  io_.stop();
 }
 
 std::shared_ptr<quorum::fan_out> redlock::impl::send(const std::vector<std::size_t>& targets,
