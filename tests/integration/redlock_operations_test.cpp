@@ -61,6 +61,16 @@ class RedlockOperationsTest : public ::testing::Test {
     return out;
   }
 
+  // Whether no master holds `key`: an unlock does not wait for its releases, and the next
+  // acquisition must not find them still in flight (it would count a wait).
+  bool free_everywhere(const std::string& key) const {
+    return test::eventually([&] {
+      for (const auto& s : servers_)
+        if (s->running() && s->cli({"EXISTS", key}) != "0") return false;
+      return true;
+    });
+  }
+
   std::vector<std::unique_ptr<redis_server>> servers_;
 };
 
@@ -109,6 +119,7 @@ TEST_F(RedlockOperationsTest, MetricsCountAcquisitionsWaitsTimeoutsAndLossesByRe
   m.lock();
   EXPECT_GT(m.validity(), short_lease / 2);
   m.unlock();
+  ASSERT_TRUE(free_everywhere(name));
 
   // A wait: `other` holds it; our try_lock_for waits until the unlock.
   redlock_mutex held = other.get_lock(name);
@@ -126,11 +137,13 @@ TEST_F(RedlockOperationsTest, MetricsCountAcquisitionsWaitsTimeoutsAndLossesByRe
   }));
   held.unlock();
   ASSERT_TRUE(waiter.get());
+  ASSERT_TRUE(free_everywhere(name));
 
   // A wait that runs out.
   ASSERT_TRUE(held.try_lock());
   EXPECT_FALSE(m.try_lock_for(50ms));
   held.unlock();
+  ASSERT_TRUE(free_everywhere(name));
 
   // A loss: 3 of the 5 masters die while we hold it; the renewal finds no majority.
   m.lock();
