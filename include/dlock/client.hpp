@@ -42,6 +42,10 @@
 
 namespace dlock {
 
+namespace detail {
+class shared_io;
+}
+
 // Completion of an asynchronous request. On failure `ec` is set and `r` is an error reply whose
 // text describes the failure (for errc::server_error, the server's own message).
 using reply_handler = std::function<void(std::error_code ec, reply r)>;
@@ -54,6 +58,9 @@ class client {
   // an unreachable server shows up as errors of the first requests.
   explicit client(std::string_view url);
   explicit client(client_options options);
+  // For dlock's internals (Redlock's masters): a client driven by the I/O thread of `io`, which
+  // must outlive it, instead of a thread of its own.
+  client(client_options options, detail::shared_io& io);
   ~client();
 
   client(const client&) = delete;

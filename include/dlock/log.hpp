@@ -20,6 +20,9 @@
 //   "lock lost"              error    name, owner, reason (a lock_loss_reason: "not_held", ...)
 //   "slow acquisition"       warning  name, type, wait_ms (client_options::slow_acquisition)
 //
+// A dlock::redlock logs through redlock_options::on_log: "lock lost", "slow acquisition", "no
+// majority", and its masters' clients' records with the fields redlock_master and endpoint.
+//
 // Thread-safety: the hook runs on the thread that saw the event, usually the client's I/O thread,
 // possibly several at once; it must be thread-safe, must not block, and must not throw (an
 // exception is dropped). A record and its fields are valid only during the call: copy what you

@@ -34,6 +34,11 @@
 // strictly increase while a majority of masters keeps its counters (docs/redlock.md says what a
 // master restarted without persistence does to this).
 //
+// Operating it. metrics_text() gives the dlock_lock_* series (label type="redlock") and Redlock's
+// own (masters up, attempt results, validity at acquisition) in the Prometheus text format;
+// redlock_options::on_log hears lost holds, slow acquisitions, repeated attempts without a
+// majority and each master's connection records (docs/operating.md has both tables).
+//
 // Not reentrant: a thread that holds the lock and asks for it again gets errc::would_deadlock.
 #pragma once
 
@@ -48,7 +53,9 @@
 #include <system_error>
 #include <vector>
 
+#include "dlock/lock_metrics.hpp"
 #include "dlock/lock_options.hpp"
+#include "dlock/log.hpp"
 #include "dlock/mutex.hpp"  // acquire_options
 
 namespace dlock {
@@ -64,6 +71,17 @@ struct redlock_options {
   // After a split vote (no majority for anyone) an attempt is retried after a random delay in
   // [retry_delay / 2, retry_delay * 3 / 2], so that competing clients do not split again.
   std::chrono::milliseconds retry_delay{5};
+  // Operational events as structured records (dlock/log.hpp): "lock lost", "slow acquisition"
+  // and "no majority" (an acquisition's attempts found no majority several times in a row; at
+  // most one record per 10 s), plus every master client's own records ("connection lost", ...)
+  // with two more fields: `redlock_master`, the master's index in the URL list (0 to N-1), and
+  // `endpoint`. Runs on the thread that saw the event (a caller's, the watchdog's or a master's
+  // I/O thread): must be thread-safe, must not block, must not throw (exceptions are dropped).
+  // Empty (the default): silent.
+  log_handler on_log{};  // {}: GCC's -Wmissing-field-initializers spares designated initializers
+  // An acquisition that takes at least this long to get its lock is logged as "slow acquisition".
+  // Zero: never logged. Negative: the constructor throws errc::invalid_argument.
+  std::chrono::milliseconds slow_acquisition{1000};
   // Told of every lost hold, after its stop_token was stopped. Runs on the redlock's watchdog
   // thread; must not block or throw (exceptions are dropped).
   std::function<void(const lock_loss&)> on_lock_lost;
@@ -136,6 +154,17 @@ class redlock {
   std::size_t size() const noexcept;
   std::size_t quorum() const noexcept;
   const redlock_options& options() const noexcept;
+
+  // redlock::metrics_text()
+  // This redlock's metrics in the Prometheus text exposition format (version 0.0.4): the
+  // dlock_lock_* counters and histograms of client::metrics_text() that apply, with
+  // type="redlock", and dlock_redlock_* series (masters, connections per master with a label
+  // master="0".."N-1", attempt results, validity left at acquisition). No label names a lock.
+  // The table is in docs/operating.md. No I/O; thread-safe; throws only std::bad_alloc.
+  std::string metrics_text() const;
+  // redlock::lock_metrics(): the totals behind metrics_text() (reentered, release_retries and
+  // unconfirmed stay 0: they do not apply to Redlock). No I/O; thread-safe.
+  dlock::lock_metrics lock_metrics() const noexcept;
 
   class impl;
 

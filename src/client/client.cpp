@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "client/metrics_text.hpp"
+#include "client/shared_io.hpp"
 #include "core/log_sink.hpp"
 #include "core/process.hpp"
 #include "locks/engine/lock_engine.hpp"
@@ -135,58 +136,8 @@ std::unique_ptr<topology::topology> make_topology(asio::io_context& io,
   return std::make_unique<topology::deployment>(io, options, std::move(tls), lock_scripts());
 }
 
-}  // namespace
-
-struct client::impl {
-  explicit impl(client_options o)
-      : options(effective(std::move(o))),
-        tls_context(options.tls.enabled ? net::make_tls_context(options.tls) : nullptr),
-        work(asio::make_work_guard(io)),
-        router(io, make_topology(io, options, tls_context)),
-        locks(locks::lock_engine::create(io, router, options.locks, options.request_timeout,
-                                         core::log_sink(options.on_log), options.slow_acquisition)),
-        io_thread([this] { io.run(); }) {
-    locks->io().set_io_thread(io_thread.get_id());
-    // Every lock type shows in metrics_text() from the start, with zeros.
-    (void)locks->counters().of(reentrant().kind());
-    (void)locks->counters().of(plain().kind());
-    (void)locks->counters().of(semaphore_for(0).kind());
-    (void)locks->counters().of(rw_read().kind());
-    (void)locks->counters().of(rw_write().kind());
-    (void)locks->counters().of(fair_for(options.locks.fair_wait_timeout).kind());
-  }
-
-  ~impl() {
-    // Releases queued by unlock() get one request timeout to reach the server.
-    locks->shutdown(options.request_timeout);
-    router.stop();
-    work.reset();
-    io_thread.join();
-  }
-
-  // A blocking call on the I/O thread would wait for the thread it blocks: refuse it.
-  void check_not_io_thread() const {
-    if (std::this_thread::get_id() == io_thread.get_id()) {
-      throw error(errc::would_deadlock,
-                  "a blocking call from a dlock callback would wait for itself; use "
-                  "async_command there");
-    }
-  }
-
-  // Declaration order is destruction order in reverse: connections reference options and io.
-  const std::uint64_t made_in = core::fork_generation();
-  client_options options;
-  std::shared_ptr<asio::ssl::context> tls_context;
-  asio::io_context io{1};
-  asio::executor_work_guard<asio::io_context::executor_type> work;
-  route::router router;
-  std::shared_ptr<locks::lock_engine> locks;  // shared with lock handles
-  std::thread io_thread;
-};
-
-client::client(std::string_view url) : client(client_options::from_url(url)) {}
-
-client::client(client_options options) {
+// Throws errc::invalid_argument for options a client cannot work with.
+void check_options(const client_options& options) {
   if (options.connect_timeout.count() <= 0 || options.request_timeout.count() <= 0) {
     throw error(errc::invalid_argument, "connect_timeout and request_timeout must be positive");
   }
@@ -209,14 +160,96 @@ client::client(client_options options) {
     if (a.host.empty() || a.port == 0)
       throw error(errc::invalid_argument, "an empty host or port 0 in more_hosts");
   }
+}
+
+}  // namespace
+
+struct client::impl {
+  // `shared`: run on that I/O thread; null: on a thread of this client's own.
+  impl(client_options o, detail::shared_io* shared)
+      : options(effective(std::move(o))),
+        tls_context(options.tls.enabled ? net::make_tls_context(options.tls) : nullptr),
+        own_io(shared != nullptr ? nullptr : std::make_unique<asio::io_context>(1)),
+        io(shared != nullptr ? shared->io() : *own_io),
+        shared_io(shared),
+        work(asio::make_work_guard(io)),
+        router(io, make_topology(io, options, tls_context)),
+        locks(locks::lock_engine::create(io, router, options.locks, options.request_timeout,
+                                         core::log_sink(options.on_log), options.slow_acquisition)),
+        io_thread(shared != nullptr ? std::thread() : std::thread([this] { io.run(); })),
+        io_thread_id(shared != nullptr ? shared->thread_id() : io_thread.get_id()) {
+    locks->io().set_io_thread(io_thread_id);
+    // Every lock type shows in metrics_text() from the start, with zeros.
+    (void)locks->counters().of(reentrant().kind());
+    (void)locks->counters().of(plain().kind());
+    (void)locks->counters().of(semaphore_for(0).kind());
+    (void)locks->counters().of(rw_read().kind());
+    (void)locks->counters().of(rw_write().kind());
+    (void)locks->counters().of(fair_for(options.locks.fair_wait_timeout).kind());
+  }
+
+  ~impl() {
+    if (!stopped) stop();
+  }
+
+  void stop() {
+    stopped = true;
+    // Releases queued by unlock() get one request timeout to reach the server.
+    locks->shutdown(options.request_timeout);
+    router.stop();
+    work.reset();
+    if (io_thread.joinable()) io_thread.join();
+  }
+
+  // A blocking call on the I/O thread would wait for the thread it blocks: refuse it.
+  void check_not_io_thread() const {
+    if (std::this_thread::get_id() == io_thread_id) {
+      throw error(errc::would_deadlock,
+                  "a blocking call from a dlock callback would wait for itself; use "
+                  "async_command there");
+    }
+  }
+
+  // Declaration order is destruction order in reverse: connections reference options and io.
+  const std::uint64_t made_in = core::fork_generation();
+  client_options options;
+  std::shared_ptr<asio::ssl::context> tls_context;
+  std::unique_ptr<asio::io_context> own_io;  // null on a shared_io
+  asio::io_context& io;
+  detail::shared_io* const shared_io;
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+  route::router router;
+  std::shared_ptr<locks::lock_engine> locks;  // shared with lock handles
+  std::thread io_thread;                      // not joinable on a shared_io
+  const std::thread::id io_thread_id;
+  bool stopped = false;
+};
+
+client::client(std::string_view url) : client(client_options::from_url(url)) {}
+
+client::client(client_options options) {
+  check_options(options);
   core::watch_forks();
-  impl_ = std::make_unique<impl>(std::move(options));
+  impl_ = std::make_unique<impl>(std::move(options), nullptr);
+}
+
+client::client(client_options options, detail::shared_io& io) {
+  check_options(options);
+  core::watch_forks();
+  impl_ = std::make_unique<impl>(std::move(options), &io);
 }
 
 client::~client() {
   // In a child forked after the client was made, its I/O thread does not exist (joining it would
   // hang), mutexes may be held for ever, and the sockets are the parent's: leave it all alone.
   if (impl_ && impl_->made_in != core::fork_generation()) (void)impl_.release();
+  // On a shared I/O thread, handlers for this client may still be queued after it stopped: its
+  // state goes when that thread has ended.
+  if (impl_ && impl_->shared_io != nullptr) {
+    impl_->stop();
+    detail::shared_io& io = *impl_->shared_io;
+    io.keep(std::shared_ptr<impl>(std::move(impl_)));
+  }
 }
 
 const client_options& client::options() const noexcept {

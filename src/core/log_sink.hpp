@@ -23,10 +23,13 @@ class log_sink {
 
   void emit(log_level level, std::string_view message,
             std::initializer_list<log_field> fields = {}) const noexcept {
+    emit(level, message, std::span<const log_field>(fields.begin(), fields.size()));
+  }
+  void emit(log_level level, std::string_view message,
+            std::span<const log_field> fields) const noexcept {
     if (!handler_) return;
     try {
-      handler_(
-          log_record{level, message, std::span<const log_field>(fields.begin(), fields.size())});
+      handler_(log_record{level, message, fields});
     } catch (...) {
       // Documented: the hook must not throw; a failing logger must not break the client.
     }

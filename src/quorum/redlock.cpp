@@ -6,13 +6,19 @@
 //
 // Threads. Callers acquire on their own thread: they send to all masters at once and wait on a
 // fan_out for the replies. One watchdog thread per redlock renews watchdog leases (batched: one
-// script per master for all holds due), ends explicit leases, and reports losses. The masters'
-// I/O threads only record replies and wake waiters. Locks: holds_mutex_ guards the hold table,
-// the waker set and the stop flag; clients_mutex_ (shared) guards the clients against stop();
-// a gate's own mutex guards its busy flag. None is held while waiting for Redis.
+// script per master for all holds due), ends explicit leases, and reports losses. One I/O
+// thread (a detail::shared_io) runs every master's client: it only records replies and wakes
+// waiters, once per batch of ready sockets rather than once per master. Locks: holds_mutex_ guards
+// the hold table, the waker set and the stop flag; clients_mutex_ (shared) guards the clients
+// against stop(); a gate's own mutex guards its busy flag. None is held while waiting for Redis.
+//
+// Metrics and logs. The counters are atomics (locks::lock_counters, the lock engine's, with the
+// one type "redlock"); each master client's log hook tracks its connection state and forwards its
+// records to redlock_options::on_log with the master's index.
 #include "dlock/redlock.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <condition_variable>
@@ -26,11 +32,15 @@
 #include <thread>
 #include <utility>
 
+#include "client/prometheus_text.hpp"
+#include "client/shared_io.hpp"
 #include "core/identity.hpp"
+#include "core/log_sink.hpp"
 #include "dlock/client.hpp"
 #include "dlock/embedded_scripts.hpp"
 #include "dlock/error.hpp"
 #include "dlock/script.hpp"
+#include "locks/engine/lock_counters.hpp"
 #include "locks/names.hpp"
 #include "locks/types/wait_line.hpp"
 #include "quorum/fan_out.hpp"
@@ -58,6 +68,14 @@ const script& fence_script() {
   static const script s{std::string(scripts::raise_fence)};
   return s;
 }
+
+// The label of Redlock's series in the dlock_lock_* families.
+constexpr std::string_view lock_kind = "redlock";
+
+// An acquisition whose attempts found no majority this many times in a row is logged ("no
+// majority"), at most once per interval per redlock: one split vote under contention is normal.
+constexpr std::size_t no_majority_log_after = 3;
+constexpr auto no_majority_log_interval = std::chrono::seconds(10);
 
 // The most holds one renewal script carries (a long script blocks its master meanwhile).
 constexpr std::size_t max_renewal_batch = 1000;
@@ -153,6 +171,7 @@ struct redlock_hold {
   bool watchdog = false;
   std::uint64_t token = 0;
   std::shared_ptr<redlock_gate> gate;
+  clock::time_point since;  // when it was taken: the hold-time histogram
   clock::time_point valid_until;
   clock::time_point next_renewal;
   std::stop_source lost_source;
@@ -195,19 +214,46 @@ class redlock::impl : public core::thread_exit_listener {
   // Releases and reports the holds of threads that ended without unlocking.
   void release_orphans(const std::vector<std::shared_ptr<redlock_hold>>& orphans) noexcept;
 
+  std::string metrics_text() const;
+  dlock::lock_metrics metrics() const noexcept { return counters_.snapshot(); }
+
   const redlock_options options_;
   const std::string client_id_ = core::random_id();
   std::size_t size_ = 0;
   std::size_t quorum_ = 0;
 
  private:
+  // What an attempt came to (dlock_redlock_attempt_results_total's label).
+  enum class attempt_outcome : std::uint8_t {
+    majority,
+    held_elsewhere,
+    no_majority,
+    validity_spent
+  };
+  static constexpr std::size_t attempt_outcome_count = 4;
+  static std::string_view outcome_name(attempt_outcome o) noexcept;
+
+  // One master's connection, as its client's log records tell it.
+  struct master_link {
+    std::atomic<bool> up{false};
+    std::atomic<std::uint64_t> losses{0};
+  };
+  // A master client's log record: tracks the connection, then forwards it with the master's index.
+  void on_master_log(std::size_t index, const log_record& r) noexcept;
+  void log_no_majority(const std::string& name, std::size_t attempts, std::size_t answered,
+                       std::size_t granted) noexcept;
+  void observe_acquired(const std::string& name, clock::time_point started,
+                        const redlock_hold& hold) noexcept;
   using hold_key = std::pair<std::string, std::uint64_t>;  // name, owner key
 
   struct attempt_result {
     std::shared_ptr<redlock_hold> hold;  // set when held
-    std::size_t refused = 0;             // masters held by someone else
-    bool foreign_holder = false;         // a holder that publishes nothing on release
-    milliseconds holder_left{0};         // when a majority's current holds would all have ended
+    attempt_outcome outcome = attempt_outcome::no_majority;
+    std::size_t answered = 0;  // masters that answered before the attempt was decided
+    std::size_t granted = 0;
+    std::size_t refused = 0;      // masters held by someone else
+    bool foreign_holder = false;  // a holder that publishes nothing on release
+    milliseconds holder_left{0};  // when a majority's current holds would all have ended
   };
 
   std::shared_ptr<quorum::fan_out> send(const std::vector<std::size_t>& targets, const script& s,
@@ -225,8 +271,9 @@ class redlock::impl : public core::thread_exit_listener {
                                                   const std::string& value);
   void check_not_cluster();
   std::shared_ptr<redlock_gate> gate_for(const std::string& name);
+  // Sets `waited` when the gate was busy on arrival.
   bool enter_gate(const std::shared_ptr<redlock_gate>& gate, clock::time_point deadline,
-                  const std::stop_token& cancel);
+                  const std::stop_token& cancel, bool& waited);
   std::vector<subscription> subscribe_all(const std::string& name,
                                           const std::shared_ptr<redlock_waker>& waker);
   void forget_waker(const std::shared_ptr<redlock_waker>& waker);
@@ -242,6 +289,22 @@ class redlock::impl : public core::thread_exit_listener {
   // How long the last attempt took (microseconds): the unit of a local yield (acquire()).
   std::atomic<std::int64_t> attempt_round_trip_us_{0};
 
+  // Declared before the clients: their I/O threads use these until the clients are destroyed.
+  const core::log_sink log_;
+  locks::lock_counters counters_;
+  locks::lock_type_counters& type_counters_ = counters_.of(lock_kind);
+  std::array<std::atomic<std::uint64_t>, attempt_outcome_count> outcomes_{};
+  // Validity left when a hold was taken (watchdog leases are 30 s by default).
+  locks::duration_histogram validity_seconds_{0.01, 0.05, 0.1, 0.25, 0.5, 1,  2.5,
+                                              5,    10,   15,  20,   25,  30, 60};
+  std::unique_ptr<master_link[]> links_;  // NOLINT(*-avoid-c-arrays): atomics do not move
+  std::vector<std::string> endpoints_;
+  std::mutex no_majority_log_mutex_;
+  clock::time_point last_no_majority_log_{};
+
+  // The one I/O thread of all the masters' clients: an attempt's N replies wake one thread.
+  // Declared before the clients, which it outlives; after what their log hooks use.
+  detail::shared_io io_;
   mutable std::shared_mutex clients_mutex_;
   std::vector<std::unique_ptr<client>> masters_;  // cleared by stop()
 
@@ -261,7 +324,7 @@ class redlock::impl : public core::thread_exit_listener {
 };
 
 redlock::impl::impl(const std::vector<std::string>& urls, redlock_options options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)), log_(options_.on_log) {
   if (urls.empty()) throw error(errc::invalid_argument, "redlock needs at least one master URL");
   check_lease(options_.watchdog_timeout, "redlock_options::watchdog_timeout");
   if (options_.request_timeout <= milliseconds::zero() ||
@@ -269,6 +332,10 @@ redlock::impl::impl(const std::vector<std::string>& urls, redlock_options option
     throw error(errc::invalid_argument,
                 "redlock_options: request_timeout and connect_timeout must be positive, "
                 "retry_delay at least 1 ms");
+  }
+  if (options_.slow_acquisition < milliseconds::zero()) {
+    throw error(errc::invalid_argument,
+                "redlock_options::slow_acquisition must not be negative (zero: no log)");
   }
   std::vector<client_options> parsed;
   std::set<std::string> seen;
@@ -287,10 +354,15 @@ redlock::impl::impl(const std::vector<std::string>& urls, redlock_options option
     }
     o.request_timeout = options_.request_timeout;
     o.connect_timeout = options_.connect_timeout;
+    o.slow_acquisition = milliseconds::zero();  // the clients' own locks are not used
+    // Always set: the connection state per master comes from these records.
+    o.on_log = [this, i](const log_record& r) { on_master_log(i, r); };
+    endpoints_.push_back(o.endpoint());
     parsed.push_back(std::move(o));
   }
+  links_ = std::make_unique<master_link[]>(parsed.size());  // NOLINT(*-avoid-c-arrays)
   for (auto& o : parsed)
-    masters_.push_back(std::make_unique<client>(std::move(o)));
+    masters_.push_back(std::make_unique<client>(std::move(o), io_));
   size_ = masters_.size();
   quorum_ = size_ / 2 + 1;
 }
@@ -344,8 +416,11 @@ void redlock::impl::stop() noexcept {
     std::unique_lock lock(holds_mutex_);
     watchdog_wake_.wait_for(lock, std::chrono::seconds(5), [this] { return wakers_.empty(); });
   }
-  std::unique_lock lock(clients_mutex_);
-  masters_.clear();
+  {
+    std::unique_lock lock(clients_mutex_);
+    masters_.clear();
+  }
+  io_.stop();
 }
 
 std::shared_ptr<quorum::fan_out> redlock::impl::send(const std::vector<std::size_t>& targets,
@@ -428,6 +503,8 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   const std::string value = owner + ":" + nonce;
   const auto start = clock::now();
   const auto validity_end = start + lease - drift_of(lease);
+  ++counters_.attempts;
+  ++type_counters_.attempts;
   auto calls = send(all_masters(), lock_script(), {name, locks::fence_key(name)},
                     {std::to_string(lease.count()), owner, nonce, "0"});
   const std::size_t quorum = quorum_;
@@ -458,6 +535,7 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   std::vector<milliseconds> holder_ttls;
   for (std::size_t i = 0; i < answers.size(); ++i) {
     const auto& r = answers[i];
+    if (r) ++result.answered;
     if (is_yes_array(r) && r->elements.size() >= 2) {
       granted.push_back(i);
       const reply& t = r->elements[1];
@@ -470,7 +548,14 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
       if (r->elements[2].integer == 0) result.foreign_holder = true;
     }
   }
-  if (granted.size() >= quorum_ && now < validity_end) {
+  result.granted = granted.size();
+  result.outcome =
+      granted.size() >= quorum_
+          ? (now < validity_end ? attempt_outcome::majority : attempt_outcome::validity_spent)
+      : result.refused >= quorum_ ? attempt_outcome::held_elsewhere
+                                  : attempt_outcome::no_majority;
+  ++outcomes_[static_cast<std::size_t>(result.outcome)];
+  if (result.outcome == attempt_outcome::majority) {
     // Later majorities overlap this one in at least one master: make its counter know the token
     // (the masters that handed out this very token know it already).
     std::vector<std::size_t> behind;
@@ -487,6 +572,7 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
     hold->lease = lease;
     hold->watchdog = watchdog;
     hold->token = token;
+    hold->since = now;
     hold->valid_until = validity_end;
     hold->next_renewal = start + lease / 3;
     result.hold = std::move(hold);
@@ -527,8 +613,10 @@ std::shared_ptr<redlock_gate> redlock::impl::gate_for(const std::string& name) {
 }
 
 bool redlock::impl::enter_gate(const std::shared_ptr<redlock_gate>& gate,
-                               clock::time_point deadline, const std::stop_token& cancel) {
+                               clock::time_point deadline, const std::stop_token& cancel,
+                               bool& waited) {
   std::unique_lock lock(gate->mutex);
+  waited = gate->busy;
   ++gate->waiting;
   gate->freed.wait_until(lock, deadline,
                          [&] { return !gate->busy || gate->stopped || cancel.stop_requested(); });
@@ -595,7 +683,8 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
   (void)release(name, owner_key);
 
   check_not_cluster();
-  const auto deadline = clock::now() + wait;
+  const auto started = clock::now();
+  const auto deadline = started + wait;
   auto gate = gate_for(name);
   auto waker = std::make_shared<redlock_waker>();
   // Cancelling wakes whichever wait this acquisition is in (taking each mutex first, so that a
@@ -606,7 +695,23 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     { const std::lock_guard w(waker->mutex); }
     waker->changed.notify_all();
   });
-  if (!enter_gate(gate, deadline, cancel)) return false;
+  // Counted once per acquisition that had to wait (at the gate or for a holder), and once per
+  // acquisition whose wait ran out.
+  bool counted_wait = false;
+  const auto count_wait = [&] {
+    if (std::exchange(counted_wait, true)) return;
+    ++counters_.waited;
+    ++type_counters_.waited;
+  };
+  const auto timed_out = [&] {
+    ++counters_.timed_out;
+    ++type_counters_.timed_out;
+    return false;
+  };
+  bool gate_was_busy = false;
+  const bool entered = enter_gate(gate, deadline, cancel, gate_was_busy);
+  if (gate_was_busy && wait > clock::duration::zero()) count_wait();
+  if (!entered) return timed_out();
   bool yield_first = false;
   {
     const std::lock_guard g(gate->mutex);
@@ -644,6 +749,7 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     }
   } unsubscribe{*this, waker, subs};
 
+  std::size_t no_majority_in_a_row = 0;
   for (;;) {
     if (cancel.stop_requested()) throw error(errc::cancelled, "the acquisition was cancelled");
     std::uint64_t seen_generation = 0;
@@ -664,9 +770,18 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
       }
       watchdog_wake_.notify_all();
       gate_kept = true;
+      observe_acquired(name, started, *result.hold);
       return true;
     }
-    if (clock::now() >= deadline) return false;
+    if (result.outcome == attempt_outcome::no_majority) {
+      if (++no_majority_in_a_row >= no_majority_log_after) {
+        log_no_majority(name, no_majority_in_a_row, result.answered, result.granted);
+      }
+    } else {
+      no_majority_in_a_row = 0;
+    }
+    if (clock::now() >= deadline) return timed_out();
+    count_wait();
 
     if (subs.empty()) {
       // Listen before the next attempt, so that no release between the two goes unheard.
@@ -727,6 +842,11 @@ std::error_code redlock::impl::release(const std::string& name, std::uint64_t ow
     hold->released = true;
     holds_.erase(it);
   }
+  if (!was_lost) {
+    ++counters_.released;
+    ++type_counters_.released;
+    type_counters_.hold_seconds.observe(clock::now() - hold->since);
+  }
   try {
     release_on_all(hold->name, hold->value);
   } catch (...) {  // NOLINT(bugprone-empty-catch): stopped; the leases end the holds
@@ -775,7 +895,18 @@ void redlock::impl::report_loss(const std::shared_ptr<redlock_hold>& hold, lock_
     if (hold->lost || (hold->released && !even_if_released)) return;
     hold->lost = true;
   }
+  ++counters_.lost;
+  ++type_counters_.lost[static_cast<std::size_t>(reason)];
   hold->lost_source.request_stop();
+  if (log_.enabled()) {
+    try {
+      log_.emit(log_level::error, "lock lost",
+                {{"name", hold->name},
+                 {"owner", hold->owner},
+                 {"reason", std::string(locks::loss_reason_name(reason))}});
+    } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory for the fields; reported below
+    }
+  }
   if (options_.on_lock_lost) {
     try {
       options_.on_lock_lost(lock_loss{hold->name, hold->owner, reason});
@@ -851,6 +982,7 @@ void redlock::impl::renew(std::vector<std::shared_ptr<redlock_hold>> due) {
   } catch (const error&) {
     return;  // stopped
   }
+  counters_.renewal_scripts += size_;
   const auto answers = calls->wait(
       std::min(start + options_.request_timeout, earliest_end),
       [](const quorum::fan_out::answers& a) {
@@ -873,7 +1005,10 @@ void redlock::impl::renew(std::vector<std::shared_ptr<redlock_hold>> due) {
       }
       auto& hold = due[j];
       if (hold->released) continue;
+      if (confirmed < quorum_ || now >= validity_end) ++type_counters_.renewals_failed;
       if (confirmed >= quorum_ && now < validity_end) {
+        ++counters_.leases_renewed;
+        ++type_counters_.leases_renewed;
         hold->valid_until = validity_end;
         hold->next_renewal = start + lease / 3;
       } else if (denied > size_ - quorum_) {
@@ -886,6 +1021,119 @@ void redlock::impl::renew(std::vector<std::shared_ptr<redlock_hold>> due) {
   }
   for (const auto& hold : gone)
     report_loss(hold, lock_loss_reason::not_held);
+}
+
+// --- metrics and logs -------------------------------------------------------------------------
+
+std::string_view redlock::impl::outcome_name(attempt_outcome o) noexcept {
+  switch (o) {
+    case attempt_outcome::majority:
+      return "majority";
+    case attempt_outcome::held_elsewhere:
+      return "held_elsewhere";
+    case attempt_outcome::no_majority:
+      return "no_majority";
+    case attempt_outcome::validity_spent:
+      return "validity_spent";
+  }
+  return "unknown";
+}
+
+void redlock::impl::on_master_log(std::size_t index, const log_record& r) noexcept {
+  master_link& link = links_[index];
+  if (r.message == "connection lost") {
+    link.up = false;
+    ++link.losses;
+  } else if (r.message == "connected" || r.message == "connection recovered") {
+    link.up = true;
+  }
+  if (!log_.enabled()) return;
+  try {
+    std::vector<log_field> fields(r.fields.begin(), r.fields.end());
+    fields.push_back({"redlock_master", std::to_string(index)});
+    fields.push_back({"endpoint", endpoints_[index]});
+    log_.emit(r.level, r.message, fields);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory for the fields: not logged
+  }
+}
+
+void redlock::impl::log_no_majority(const std::string& name, std::size_t attempts,
+                                    std::size_t answered, std::size_t granted) noexcept {
+  if (!log_.enabled()) return;
+  {
+    const auto now = clock::now();
+    std::lock_guard lock(no_majority_log_mutex_);
+    if (last_no_majority_log_ != clock::time_point{} &&
+        now - last_no_majority_log_ < no_majority_log_interval) {
+      return;
+    }
+    last_no_majority_log_ = now;
+  }
+  try {
+    log_.emit(log_level::warning, "no majority",
+              {{"name", name},
+               {"attempts", std::to_string(attempts)},
+               {"answered", std::to_string(answered)},
+               {"granted", std::to_string(granted)},
+               {"quorum", std::to_string(quorum_)}});
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory for the fields: not logged
+  }
+}
+
+void redlock::impl::observe_acquired(const std::string& name, clock::time_point started,
+                                     const redlock_hold& hold) noexcept {
+  ++counters_.acquired;
+  ++type_counters_.acquired;
+  const auto waited = hold.since - started;
+  type_counters_.wait_seconds.observe(waited);
+  validity_seconds_.observe(hold.valid_until - hold.since);
+  const milliseconds slow = options_.slow_acquisition;
+  if (slow.count() > 0 && waited >= slow && log_.enabled()) {
+    try {
+      log_.emit(
+          log_level::warning, "slow acquisition",
+          {{"name", name},
+           {"type", std::string(lock_kind)},
+           {"wait_ms", std::to_string(std::chrono::duration_cast<milliseconds>(waited).count())}});
+    } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory for the fields: not logged
+    }
+  }
+}
+
+std::string redlock::impl::metrics_text() const {
+  detail::prometheus_writer w;
+  detail::write_lock_series(w, counters_,
+                            {.reentries = false, .release_retries = false, .unconfirmed = false});
+
+  w.family("dlock_redlock_masters", "gauge", "Independent masters this redlock votes over.");
+  w.sample("dlock_redlock_masters", "", std::uint64_t{size_});
+  w.family("dlock_redlock_quorum", "gauge",
+           "Masters that must grant an attempt or a renewal (a majority).");
+  w.sample("dlock_redlock_quorum", "", std::uint64_t{quorum_});
+  const auto master_label = [](std::size_t i) { return "master=\"" + std::to_string(i) + "\""; };
+  w.family("dlock_redlock_master_up", "gauge",
+           "1 while the command connection to the master (its index in the URL list) is up.");
+  for (std::size_t i = 0; i < size_; ++i)
+    w.sample("dlock_redlock_master_up", master_label(i), std::uint64_t{links_[i].up ? 1U : 0U});
+  w.family("dlock_redlock_master_connection_losses_total", "counter",
+           "Working command connections to the master that broke.");
+  for (std::size_t i = 0; i < size_; ++i)
+    w.sample("dlock_redlock_master_connection_losses_total", master_label(i),
+             links_[i].losses.load());
+  w.family("dlock_redlock_attempt_results_total", "counter",
+           "Acquisition attempts by result: majority (held), held_elsewhere (a majority "
+           "refused), no_majority (split votes, masters not answering), validity_spent (a "
+           "majority granted too late).");
+  for (std::size_t o = 0; o < attempt_outcome_count; ++o) {
+    w.sample("dlock_redlock_attempt_results_total",
+             "result=\"" + std::string(outcome_name(static_cast<attempt_outcome>(o))) + "\"",
+             outcomes_[o].load());
+  }
+  w.family("dlock_redlock_validity_seconds", "histogram",
+           "Validity left when a hold was taken: its lease minus the attempt's time and the "
+           "clock-drift margin.");
+  w.histogram_series("dlock_redlock_validity_seconds", "", validity_seconds_);
+  return w.take();
 }
 
 // --- public API --------------------------------------------------------------------------------
@@ -920,6 +1168,14 @@ std::size_t redlock::quorum() const noexcept {
 }
 const redlock_options& redlock::options() const noexcept {
   return impl_->options_;
+}
+
+std::string redlock::metrics_text() const {
+  return impl_->metrics_text();
+}
+
+dlock::lock_metrics redlock::lock_metrics() const noexcept {
+  return impl_->metrics();
 }
 
 void redlock_mutex::lock() {

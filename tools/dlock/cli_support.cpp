@@ -111,17 +111,21 @@ void set_verbosity(int level) {
   verbosity = level;
 }
 
-dlock::client_options client_options_for(const std::string& url) {
-  dlock::client_options o = dlock::client_options::from_url(url);
-  if (verbosity <= 0) return o;
+dlock::log_handler verbose_log_handler() {
+  if (verbosity <= 0) return {};
   const log_level least = verbosity >= 2 ? log_level::debug : log_level::info;
-  o.on_log = [least](const log_record& r) {
+  return [least](const log_record& r) {
     if (r.level < least) return;
     std::string line = fmt::format("{}: {}", to_string(r.level), r.message);
     for (const log_field& f : r.fields)
       line += fmt::format(" {}={}", f.key, log_value(f.value));
     print_error(line);
   };
+}
+
+dlock::client_options client_options_for(const std::string& url) {
+  dlock::client_options o = dlock::client_options::from_url(url);
+  o.on_log = verbose_log_handler();
   return o;
 }
 

@@ -62,6 +62,8 @@ void set_verbosity(int level);
 // "dlock: <level>: <message> key=value ...", values quoted when they hold spaces, quotes or '='
 // and shown() like every user-given word. Throws like from_url.
 dlock::client_options client_options_for(const std::string& url);
+// The log hook -v asks for, as client_options_for() sets it; empty without -v.
+dlock::log_handler verbose_log_handler();
 
 // The server a demo runs against: `redis_url` as given, or a private redis-server on a free
 // loopback port in a temporary directory when `redis_url` is empty, stopped (and its directory

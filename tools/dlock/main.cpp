@@ -3,7 +3,12 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <condition_variable>
+#include <mutex>
 #include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "cli_support.hpp"
 #include "dlock/dlock.hpp"
@@ -51,6 +56,50 @@ int metrics(const std::string& url) {
     dlock::client c{client_options_for(url)};
     c.command({"PING"});
     fmt::print("{}", c.metrics_text());
+    return exit_ok;
+  } catch (const dlock::error& e) {
+    print_error(e.what());
+    return exit_code_for(e);
+  }
+}
+
+// `dlock metrics` with several --redis: Redlock over those masters. Waits until every master's
+// connection is up (or connect_timeout passed), then prints the redlock's metrics once; exit 69
+// when fewer than a majority connected.
+int redlock_metrics(const std::vector<std::string>& urls) {
+  try {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::set<std::string> connected;  // the redlock_master fields of "connected" records
+    dlock::redlock_options options;
+    const dlock::log_handler verbose = verbose_log_handler();
+    options.on_log = [&](const dlock::log_record& r) {
+      if (r.message == "connected") {
+        for (const dlock::log_field& f : r.fields) {
+          if (f.key != "redlock_master") continue;
+          {
+            const std::lock_guard lock(mutex);
+            connected.insert(f.value);
+          }
+          changed.notify_all();
+        }
+      }
+      if (verbose) verbose(r);
+    };
+    dlock::redlock rl{urls, options};
+    std::size_t up = 0;
+    {
+      std::unique_lock lock(mutex);
+      changed.wait_for(lock, rl.options().connect_timeout,
+                       [&] { return connected.size() == rl.size(); });
+      up = connected.size();
+    }
+    if (up < rl.quorum()) {
+      print_error(fmt::format("only {} of the {} Redlock masters answered; {} are needed", up,
+                              rl.size(), rl.quorum()));
+      return exit_unavailable;
+    }
+    fmt::print("{}", rl.metrics_text());
     return exit_ok;
   } catch (const dlock::error& e) {
     print_error(e.what());
@@ -142,8 +191,8 @@ int run(int argc, char** argv) {
          "--redis", redis_options,
          "Redis URL: redis://[user:password@]host:port[,host2:port2...][/db], rediss://..., "
          "unix:///path "
-         "(default: $DLOCK_REDIS_URL, else redis://127.0.0.1:6379). Given several times with exec: "
-         "Redlock over those independent masters")
+         "(default: $DLOCK_REDIS_URL, else redis://127.0.0.1:6379). Given several times with exec "
+         "or metrics: Redlock over those independent masters")
       ->allow_extra_args(false);
   int verbosity = 0;
   app.add_flag("-v,--verbose", verbosity,
@@ -152,7 +201,9 @@ int run(int argc, char** argv) {
 
   auto* ping_cmd = app.add_subcommand("ping", "Check that Redis answers, and how fast");
   auto* metrics_cmd = app.add_subcommand(
-      "metrics", "Connect, then print the client's metrics once in the Prometheus text format");
+      "metrics",
+      "Connect, then print the client's metrics once in the Prometheus text format (several "
+      "--redis: the Redlock's)");
 
   exec_options exec_o;
   exec_arguments exec_a;
@@ -292,13 +343,16 @@ int run(int argc, char** argv) {
   }
 
   const std::string redis_option = redis_options.empty() ? std::string() : redis_options.front();
-  if (redis_options.size() > 1 && !exec_cmd->parsed()) {
-    print_error("--redis may be given more than once only for exec (Redlock over those masters)");
+  if (redis_options.size() > 1 && !exec_cmd->parsed() && !metrics_cmd->parsed()) {
+    print_error(
+        "--redis may be given more than once only for exec and metrics (Redlock over those "
+        "masters)");
     return exit_usage;
   }
   set_verbosity(verbosity);
   const std::string url = resolve_redis_url(redis_option);
   if (ping_cmd->parsed()) return ping(url);
+  if (metrics_cmd->parsed() && redis_options.size() > 1) return redlock_metrics(redis_options);
   if (metrics_cmd->parsed()) return metrics(url);
   if (exec_cmd->parsed()) {
     exec_o.redis_url = url;

@@ -176,6 +176,7 @@ int run_redlock_exec(const exec_options& o, const std::vector<std::string>& mast
   try {
     dlock::redlock_options options;
     if (o.watchdog) options.watchdog_timeout = *o.watchdog;
+    options.on_log = verbose_log_handler();
     // Declared before the redlock, so destroyed after it: a wait still running then ends with
     // client_stopped when the redlock goes, and the thread can be joined.
     std::optional<holder> hold;
