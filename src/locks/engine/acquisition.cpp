@@ -58,8 +58,10 @@ void acquisition::start() {
   run(machine_.start(clock::now(), engine_->waiters_.queued_ttl(waits_)));
 }
 
-void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes) {
+void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes,
+                                std::optional<clock::time_point> attempt_sent) {
   if (!begin()) return;
+  attempt_sent_ = attempt_sent;
   // The blocking caller's attempt was one that may wait: for a server queue of owners, it may
   // have joined it, and must leave it if this ends without a hold.
   may_be_in_line_ = attempted && p_.lock.protocol->waits_by_owner();
@@ -89,7 +91,8 @@ void acquisition::run(const acquisition_machine::action& a) {
         ++engine_->counters_.waited;
         ++engine_->counters_.of(p_.lock.protocol->kind()).waited;
         try {
-          engine_->waiters_.join(waits_, channel_, &waiter_, a.holder_ttl_ms, a.holder_publishes);
+          engine_->waiters_.join(waits_, channel_, &waiter_, a.holder_ttl_ms, a.holder_publishes,
+                                 attempt_sent_);
         } catch (const error& e) {
           finish(e.code(), e.detail(), false);
           return;
@@ -136,6 +139,7 @@ void acquisition::send_attempt() {
   may_be_in_line_ = may_be_in_line_ || request.may_wait || request.others_waiting;
   const script_call call = p_.lock.protocol->attempt(request);
   const auto sent_at = clock::now();
+  attempt_sent_ = sent_at;
   try {
     engine_->send_attempt(
         p_.lock, call,

@@ -46,8 +46,10 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   void start();
   // On the I/O thread: the blocking caller's attempt found the lock held with `ttl_ms` left
   // (`attempted`; `holder_publishes`: whether that holder announces its release), or the caller
-  // queues behind earlier waiters that saw that much left.
-  void start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes);
+  // queues behind earlier waiters that saw that much left. `attempt_sent`: when the caller's
+  // attempt was sent (nullopt: it made none).
+  void start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes,
+                     std::optional<clock::time_point> attempt_sent);
   // On the I/O thread: the client is stopping.
   void stop();
   // Not started because the client is stopped: on the calling thread.
@@ -72,11 +74,13 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   wait_queues::waiter waiter_;
   bool in_queue_ = false;
   bool finished_ = false;
-  bool may_be_in_line_ = false;  // an attempt that may have put the client in the wait line
-  bool unconfirmed_ = false;
-  bool retried_lost_link_ = false;  // an attempt lost with its link was tried again once  // the
-                                    // last attempt's hold was undone (too few replicas)
+  bool may_be_in_line_ = false;     // an attempt that may have put the client in the wait line
+  bool unconfirmed_ = false;        // the last attempt's hold was undone (too few replicas)
+  bool retried_lost_link_ = false;  // an attempt lost with its link was tried again once
   std::string unconfirmed_why_;
+  // When the latest attempt (this machine's or the blocking caller's) was sent: a wake-up heard
+  // after it, before this waiter joined its queue, is not lost (wait_queues::join).
+  std::optional<clock::time_point> attempt_sent_;
   std::optional<asio::steady_timer> timer_;
   std::uint64_t timer_generation_ = 0;
   std::optional<std::stop_callback<std::function<void()>>> cancel_callback_;

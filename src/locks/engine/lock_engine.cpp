@@ -321,9 +321,11 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
   bool attempted = false;
   bool publishes = true;
   std::int64_t ttl = queued.value_or(-1);
+  std::optional<clock::time_point> attempt_sent;
   if (!queued) {
     bool unconfirmed = false;
     attempt_outcome first;
+    attempt_sent = clock::now();  // a little before it leaves: never later
     try {
       first = attempt_now(lock, owner, lease, deadline > clock::now(), unconfirmed);
     } catch (const error& e) {
@@ -359,8 +361,9 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
         if (ec == errc::replicas_unavailable) return done({}, reply::make_integer(2));
         done(ec, ec ? reply::make_error(detail) : reply::make_integer(held ? 1 : 0));
       });
-  io_.post(
-      [machine, ttl, attempted, publishes] { machine->start_waiting(ttl, attempted, publishes); });
+  io_.post([machine, ttl, attempted, publishes, attempt_sent] {
+    machine->start_waiting(ttl, attempted, publishes, attempt_sent);
+  });
   const std::int64_t result = call.wait().integer;
   if (result == 2 && why != nullptr) *why = make_error_code(errc::replicas_unavailable);
   if (result == 1) observe_acquired(lock, started);

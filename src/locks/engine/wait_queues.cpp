@@ -22,7 +22,8 @@ void wait_queues::lock_waiters::saw_holder(std::int64_t ttl_ms, bool publishes) 
 }
 
 void wait_queues::join(const lock_ref& lock, const std::string& channel, waiter* w,
-                       std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes) {
+                       std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes,
+                       std::optional<steady_clock::time_point> attempt_sent) {
   std::lock_guard guard(mutex_);
   auto [channel_it, new_channel] = channels_.try_emplace(channel);
   if (!new_channel && channel_it->second.locks.empty()) {
@@ -42,9 +43,18 @@ void wait_queues::join(const lock_ref& lock, const std::string& channel, waiter*
     it->second.channel = channel;
     channel_it->second.locks.push_back(lock);
   }
+  channel_it->second.by_line = channel_it->second.by_line || lock.protocol->wakes_by_line();
   it->second.queue.push_back(w);
   // In the same critical section, so a newcomer never sees this waiter without the holder.
   if (holder_ttl_ms) it->second.saw_holder(*holder_ttl_ms, holder_publishes);
+  // A message heard since the refused attempt left, before this waiter was here to take it: the
+  // release may have come after the server refused the attempt. (A new channel needs no such
+  // check: its subscription wakes every waiter, on_subscribed.) A spare attempt at worst.
+  const auto& heard = channel_it->second.last_message;
+  if (!new_channel && attempt_sent && heard && *heard >= *attempt_sent && !w->wake_up) {
+    w->wake_up = true;
+    w->wake();
+  }
 }
 
 void wait_queues::saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool holder_publishes) {
@@ -171,6 +181,11 @@ void wait_queues::on_message(const std::string& channel, std::string_view payloa
   if (ch == channels_.end()) return;
   const bool wake_id = is_wake_id(payload);
   const bool after_wake_id = std::exchange(ch->second.after_wake_id, wake_id);
+  // Kept for waiters about to join (join()); on a wait line's channel another client's wake id
+  // can wake none of ours (elsewhere a number is a count of permits, say).
+  if (!(ch->second.by_line && wake_id && payload != own_wake_id_)) {
+    ch->second.last_message = steady_clock::now();
+  }
   // The message does not say which of the channel's locks it is about: each reads it (a spare
   // attempt at worst, never a missed release).
   for (const lock_ref& lock : ch->second.locks) {

@@ -11,6 +11,9 @@
 //     message right after an id counts for nothing: it woke the client the id named.
 //   - A (re)subscription gives every waiter on the channel a wake-up: messages sent while
 //     unsubscribed are lost, so everyone re-checks.
+//   - A waiter that joins an already subscribed channel after a message arrived there since its
+//     refused attempt was sent gets a wake-up at once: that message may be the release the
+//     attempt just missed, sent while nobody of this client was queued to hear it.
 //   - A waiter that leaves with an unused wake-up passes it to the next waiter of its lock.
 //   - A newcomer queues behind the lock's waiters that saw the holder, instead of making an
 //     attempt that would fail (first come, first served among this client's waiters).
@@ -52,8 +55,10 @@ class wait_queues {
   // channel subscribes it (and throws what subscribing throws). `holder_ttl_ms`: the holder's
   // lease left as the waiter's failed attempt saw it (-1: no TTL); nullopt if it made none.
   // `holder_publishes`: whether that holder announces its release (see attempt_outcome).
+  // `attempt_sent`: when that failed attempt was sent (nullopt: none).
   void join(const lock_ref& lock, const std::string& channel, waiter* w,
-            std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes = true);
+            std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes = true,
+            std::optional<std::chrono::steady_clock::time_point> attempt_sent = std::nullopt);
   // A waiter's later attempt saw the holder with `ttl_ms` left.
   void saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool holder_publishes = true);
   // If this client has waiters for `lock` that saw its holder, and that holder announces its
@@ -108,6 +113,9 @@ class wait_queues {
     subscription sub;
     std::vector<lock_ref> locks;
     bool after_wake_id = false;  // the last message was a wake id
+    // When the last message that could wake this client's waiters arrived (see join()).
+    std::optional<std::chrono::steady_clock::time_point> last_message;
+    bool by_line = false;  // a type with a wait line listens here (its wake ids are numbers)
   };
 
   static void give_wake_up(lock_waiters& waiters);
