@@ -24,8 +24,9 @@
 //        type of the family, dlock only: dlock::mutex with --threads threads; a read-heavy
 //        workload, --threads readers + 1 writer on a dlock::shared_mutex, and the same threads
 //        all on a dlock::mutex (the ratio is what the read-write lock buys); a dlock::semaphore of
-//        --permits permits with --threads threads. Acquisitions/s (and the writer's), p50/p99
-//        wait, and the most holders seen at once. One entry of type_scenarios() per row.
+//        --permits permits with --threads threads; a dlock::fair_mutex with --threads threads.
+//        Acquisitions/s (and the writer's), p50/p99 wait, the most holders seen at once, and the
+//        spread of acquisitions between threads. One entry of type_scenarios() per row.
 // Every scenario runs --repeat rounds, sides interleaved with alternating order; the table shows
 // medians. Exits non-zero only on errors; the targets are reported, not enforced.
 
@@ -146,7 +147,7 @@ std::optional<int> parse_args(int argc, char** argv, bench_options& o) {
                                  "(c2) per type: the semaphore's permits (default 3)", "P", 1,
                                  1024);
   app.add_flag("--types-only", o.types_only,
-               "Run only the per-type (c2) rows (mutex, shared_mutex, semaphore)");
+               "Run only the per-type (c2) rows (mutex, shared_mutex, semaphore, fair_mutex)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -194,6 +195,16 @@ class dlock_handle final : public lock_handle {
 
  private:
   dlock::mutex m_;
+};
+
+class fair_handle final : public lock_handle {
+ public:
+  fair_handle(dlock::client& c, const std::string& key) : m_(c.get_fair_lock(key)) {}
+  void lock() override { m_.lock(); }
+  void unlock() override { m_.unlock(); }
+
+ private:
+  dlock::fair_mutex m_;
 };
 
 const dlock::script& naive_release_script() {
@@ -595,6 +606,10 @@ std::vector<type_scenario> type_scenarios(const bench_options& o) {
        [permits = o.permits](dlock::client& c, const std::string& key, int) {
          return typed_handle{std::make_unique<permit_handle>(c, key, permits), false};
        }},
+      {"fair", "fair_mutex, " + n + " threads", o.threads,
+       [](dlock::client& c, const std::string& key, int) {
+         return typed_handle{std::make_unique<fair_handle>(c, key), false};
+       }},
   };
 }
 
@@ -606,6 +621,7 @@ struct typed_result {
   double max_holders = 0;         // the most threads between lock() returning and unlock() at once
   double writer_max_wait_ms = 0;  // the longest wait of a writer thread
   double other_max_wait_ms = 0;   // the longest wait of the other threads
+  double thread_spread = 0;       // the most acquisitions of one thread / the fewest
 };
 
 // Every thread of `ts` locks, holds `hold`, unlocks and thinks `think` on `key` for `seconds`.
@@ -673,6 +689,12 @@ typed_result run_typed(dlock::client& c, const type_scenario& ts, const std::str
   r.wait_p50_ms = percentile(all, 50);
   r.wait_p99_ms = percentile(all, 99);
   r.max_holders = max_holders.load();
+  std::size_t fewest = SIZE_MAX, most = 0;
+  for (const auto& w : waits) {
+    fewest = std::min(fewest, w.size());
+    most = std::max(most, w.size());
+  }
+  r.thread_spread = fewest > 0 ? static_cast<double>(most) / static_cast<double>(fewest) : 0;
   for (std::size_t t = 0; t < waits.size(); ++t) {
     if (waits[t].empty()) continue;
     const double longest = *std::max_element(waits[t].begin(), waits[t].end());
@@ -709,10 +731,10 @@ void run_type_rows(dlock::client& c, const bench_options& o) {
     return median(std::move(v));
   };
   std::printf("\n(c2) per type, hold %d ms, think %d ms, medians\n", o.hold_ms, o.think_ms);
-  std::printf("%-34s  %10s  %10s  %10s  %10s  %10s  %10s  %10s\n", "", "acq/s", "writer/s",
-              "wait p50", "wait p99", "max wait", "max wait", "max held");
-  std::printf("%-34s  %10s  %10s  %10s  %10s  %10s  %10s  %10s\n", "", "", "", "ms", "ms",
-              "writer ms", "others ms", "at once");
+  std::printf("%-34s  %10s  %10s  %10s  %10s  %10s  %10s  %10s  %10s\n", "", "acq/s", "writer/s",
+              "wait p50", "wait p99", "max wait", "max wait", "max held", "threads");
+  std::printf("%-34s  %10s  %10s  %10s  %10s  %10s  %10s  %10s  %10s\n", "", "", "", "ms", "ms",
+              "writer ms", "others ms", "at once", "max/min");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const bool has_writer = med_of(i, &typed_result::writer_rate) > 0 || rows[i].id == "rw";
     char writer[32] = "-";
@@ -723,11 +745,11 @@ void run_type_rows(dlock::client& c, const bench_options& o) {
       std::snprintf(writer_wait, sizeof writer_wait, "%.1f",
                     med_of(i, &typed_result::writer_max_wait_ms));
     }
-    std::printf("%-34s  %10.0f  %10s  %10.2f  %10.2f  %10s  %10.1f  %10.0f\n",
+    std::printf("%-34s  %10.0f  %10s  %10.2f  %10.2f  %10s  %10.1f  %10.0f  %10.2f\n",
                 rows[i].label.c_str(), med_of(i, &typed_result::rate), writer,
                 med_of(i, &typed_result::wait_p50_ms), med_of(i, &typed_result::wait_p99_ms),
                 writer_wait, med_of(i, &typed_result::other_max_wait_ms),
-                med_of(i, &typed_result::max_holders));
+                med_of(i, &typed_result::max_holders), med_of(i, &typed_result::thread_spread));
   }
   std::size_t rw = rows.size(), as_mutex = rows.size();
   for (std::size_t i = 0; i < rows.size(); ++i) {
