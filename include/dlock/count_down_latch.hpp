@@ -38,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include "dlock/wait_time.hpp"
 
 namespace dlock {
 
@@ -84,14 +85,11 @@ class count_down_latch {
   // the count still above zero. A zero or past wait reads the count once.
   template <typename Rep, typename Period>
   [[nodiscard]] bool wait_for(const std::chrono::duration<Rep, Period>& d) const {
-    return wait_steady(to_steady(d));
+    return wait_steady(detail::steady_wait(d));
   }
   template <typename Clock, typename Duration>
   [[nodiscard]] bool wait_until(const std::chrono::time_point<Clock, Duration>& t) const {
-    const auto now = Clock::now();
-    if (t <= now) return wait_steady(steady_clock::duration::zero());
-    if (t == std::chrono::time_point<Clock, Duration>::max()) return wait_steady(forever);
-    return wait_steady(to_steady(t - now));
+    return wait_steady(detail::steady_wait_until(t));
   }
 
   // count_down_latch::async_wait(wait, done), async_wait(wait)
@@ -117,15 +115,6 @@ class count_down_latch {
   const std::string& name() const noexcept;
 
  private:
-  static constexpr steady_clock::duration forever = std::chrono::hours(24 * 365 * 100);
-  // Waits beyond a century wait for ever; negative waits read once.
-  template <typename Rep, typename Period>
-  static steady_clock::duration to_steady(const std::chrono::duration<Rep, Period>& d) {
-    const std::chrono::duration<double> seconds = d;
-    if (seconds >= std::chrono::duration<double>(forever)) return forever;
-    if (seconds <= std::chrono::duration<double>::zero()) return steady_clock::duration::zero();
-    return std::chrono::ceil<steady_clock::duration>(d);
-  }
   bool wait_steady(steady_clock::duration wait) const;
 
   std::shared_ptr<impl> state_;

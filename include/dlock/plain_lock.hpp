@@ -49,6 +49,7 @@
 #include "dlock/lock_options.hpp"
 #include "dlock/lock_status.hpp"
 #include "dlock/mutex.hpp"
+#include "dlock/wait_time.hpp"
 
 namespace dlock {
 
@@ -84,22 +85,22 @@ class plain_lock {
   // (duration::max()) wait until acquired. Throws as lock().
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
-    return acquire_for(to_steady(wait), nullptr);
+    return acquire_for(detail::steady_wait(wait), nullptr);
   }
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
                                   lease_time lease) {
     const auto explicit_lease = lease.value();
-    return acquire_for(to_steady(wait), &explicit_lease);
+    return acquire_for(detail::steady_wait(wait), &explicit_lease);
   }
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
                                   std::error_code& ec) noexcept {
-    return acquire_for(to_steady(wait), nullptr, ec);
+    return acquire_for(detail::steady_wait(wait), nullptr, ec);
   }
   template <typename Clock, typename Duration>
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return acquire_for(until(deadline), nullptr);
+    return acquire_for(detail::steady_wait_until(deadline), nullptr);
   }
 
   // plain_lock::async_acquire(options, done), async_lock(done), async_try_lock_for(wait, done)
@@ -156,23 +157,6 @@ class plain_lock {
   const std::string& name() const noexcept;
 
  private:
-  // Waits beyond a century wait forever; negative waits are one attempt.
-  template <typename Rep, typename Period>
-  static steady_clock::duration to_steady(const std::chrono::duration<Rep, Period>& d) {
-    constexpr auto cap = std::chrono::hours(24 * 365 * 100);
-    const std::chrono::duration<double> seconds = d;
-    if (seconds >= std::chrono::duration<double>(cap)) return cap;
-    if (seconds <= std::chrono::duration<double>::zero()) return steady_clock::duration::zero();
-    return std::chrono::ceil<steady_clock::duration>(d);
-  }
-  template <typename Clock, typename Duration>
-  static steady_clock::duration until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    const auto now = Clock::now();
-    if (deadline <= now) return steady_clock::duration::zero();
-    if (deadline == std::chrono::time_point<Clock, Duration>::max())
-      return to_steady(Duration::max());
-    return to_steady(deadline - now);
-  }
   bool acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease);
   bool acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease,
                    std::error_code& ec) noexcept;

@@ -57,6 +57,7 @@
 #include "dlock/lock_options.hpp"
 #include "dlock/log.hpp"
 #include "dlock/mutex.hpp"  // acquire_options
+#include "dlock/wait_time.hpp"
 
 namespace dlock {
 
@@ -200,21 +201,17 @@ class redlock_mutex {
   // past wait is one attempt. Throws as lock().
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
-    return acquire_for(to_steady(wait), nullptr);
+    return acquire_for(detail::steady_wait(wait), nullptr);
   }
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
                                   lease_time lease) {
     const auto explicit_lease = lease.value();
-    return acquire_for(to_steady(wait), &explicit_lease);
+    return acquire_for(detail::steady_wait(wait), &explicit_lease);
   }
   template <typename Clock, typename Duration>
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    const auto now = Clock::now();
-    if (deadline <= now) return acquire_for(steady_clock::duration::zero(), nullptr);
-    if (deadline == std::chrono::time_point<Clock, Duration>::max())
-      return acquire_for(to_steady(Duration::max()), nullptr);
-    return acquire_for(to_steady(deadline - now), nullptr);
+    return acquire_for(detail::steady_wait_until(deadline), nullptr);
   }
 
   // redlock_mutex::async_acquire(options), async_lock(), async_try_lock_for(wait)
@@ -253,14 +250,6 @@ class redlock_mutex {
   const std::string& name() const noexcept;
 
  private:
-  template <typename Rep, typename Period>
-  static steady_clock::duration to_steady(const std::chrono::duration<Rep, Period>& d) {
-    constexpr auto cap = std::chrono::hours(24 * 365 * 100);
-    const std::chrono::duration<double> seconds = d;
-    if (seconds >= std::chrono::duration<double>(cap)) return cap;
-    if (seconds <= std::chrono::duration<double>::zero()) return steady_clock::duration::zero();
-    return std::chrono::ceil<steady_clock::duration>(d);
-  }
   bool acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease);
 
   std::shared_ptr<state> state_;

@@ -67,6 +67,7 @@
 #include "dlock/lock_options.hpp"
 #include "dlock/lock_status.hpp"
 #include "dlock/mutex.hpp"
+#include "dlock/wait_time.hpp"
 
 namespace dlock {
 
@@ -147,17 +148,17 @@ class semaphore {
   // Throws as acquire().
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_acquire_for(const std::chrono::duration<Rep, Period>& wait) {
-    return acquire_for(to_steady(wait), nullptr);
+    return acquire_for(detail::steady_wait(wait), nullptr);
   }
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_acquire_for(const std::chrono::duration<Rep, Period>& wait,
                                      lease_time lease) {
     const auto explicit_lease = lease.value();
-    return acquire_for(to_steady(wait), &explicit_lease);
+    return acquire_for(detail::steady_wait(wait), &explicit_lease);
   }
   template <typename Clock, typename Duration>
   [[nodiscard]] bool try_acquire_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return acquire_for(until(deadline), nullptr);
+    return acquire_for(detail::steady_wait_until(deadline), nullptr);
   }
 
   // semaphore::release()
@@ -193,12 +194,12 @@ class semaphore {
   permit try_acquire_permit();
   template <typename Rep, typename Period>
   permit try_acquire_permit_for(const std::chrono::duration<Rep, Period>& wait) {
-    return permit_for(to_steady(wait), nullptr);
+    return permit_for(detail::steady_wait(wait), nullptr);
   }
   template <typename Rep, typename Period>
   permit try_acquire_permit_for(const std::chrono::duration<Rep, Period>& wait, lease_time lease) {
     const auto explicit_lease = lease.value();
-    return permit_for(to_steady(wait), &explicit_lease);
+    return permit_for(detail::steady_wait(wait), &explicit_lease);
   }
 
   // semaphore::async_acquire(options)
@@ -256,22 +257,6 @@ class semaphore {
   std::int64_t initial_permits() const noexcept;
 
  private:
-  template <typename Rep, typename Period>
-  static steady_clock::duration to_steady(const std::chrono::duration<Rep, Period>& d) {
-    constexpr auto cap = std::chrono::hours(24 * 365 * 100);
-    const std::chrono::duration<double> seconds = d;
-    if (seconds >= std::chrono::duration<double>(cap)) return cap;
-    if (seconds <= std::chrono::duration<double>::zero()) return steady_clock::duration::zero();
-    return std::chrono::ceil<steady_clock::duration>(d);
-  }
-  template <typename Clock, typename Duration>
-  static steady_clock::duration until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    const auto now = Clock::now();
-    if (deadline <= now) return steady_clock::duration::zero();
-    if (deadline == std::chrono::time_point<Clock, Duration>::max())
-      return to_steady(Duration::max());
-    return to_steady(deadline - now);
-  }
   bool acquire_for(steady_clock::duration wait, const std::chrono::milliseconds* lease);
   permit permit_for(steady_clock::duration wait, const std::chrono::milliseconds* lease);
 

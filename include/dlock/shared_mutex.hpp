@@ -51,6 +51,7 @@
 #include "dlock/lock_options.hpp"
 #include "dlock/lock_status.hpp"
 #include "dlock/mutex.hpp"  // acquire_options, lease_handler
+#include "dlock/wait_time.hpp"
 
 namespace dlock {
 
@@ -81,22 +82,22 @@ class shared_mutex {
   // or past wait is one attempt. Waits beyond a century wait until acquired.
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
-    return acquire_for(false, to_steady(wait), nullptr);
+    return acquire_for(false, detail::steady_wait(wait), nullptr);
   }
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
                                   lease_time lease) {
     const auto explicit_lease = lease.value();
-    return acquire_for(false, to_steady(wait), &explicit_lease);
+    return acquire_for(false, detail::steady_wait(wait), &explicit_lease);
   }
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
                                   std::error_code& ec) noexcept {
-    return acquire_for(false, to_steady(wait), nullptr, ec);
+    return acquire_for(false, detail::steady_wait(wait), nullptr, ec);
   }
   template <typename Clock, typename Duration>
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return acquire_for(false, until(deadline), nullptr);
+    return acquire_for(false, detail::steady_wait_until(deadline), nullptr);
   }
   // Releases one write hold of this thread. Never throws; see mutex::unlock().
   void unlock() noexcept { (void)unlock_checked(); }
@@ -131,23 +132,23 @@ class shared_mutex {
   [[nodiscard]] bool try_lock_shared(std::error_code& ec) noexcept;
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& wait) {
-    return acquire_for(true, to_steady(wait), nullptr);
+    return acquire_for(true, detail::steady_wait(wait), nullptr);
   }
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& wait,
                                          lease_time lease) {
     const auto explicit_lease = lease.value();
-    return acquire_for(true, to_steady(wait), &explicit_lease);
+    return acquire_for(true, detail::steady_wait(wait), &explicit_lease);
   }
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& wait,
                                          std::error_code& ec) noexcept {
-    return acquire_for(true, to_steady(wait), nullptr, ec);
+    return acquire_for(true, detail::steady_wait(wait), nullptr, ec);
   }
   template <typename Clock, typename Duration>
   [[nodiscard]] bool try_lock_shared_until(
       const std::chrono::time_point<Clock, Duration>& deadline) {
-    return acquire_for(true, until(deadline), nullptr);
+    return acquire_for(true, detail::steady_wait_until(deadline), nullptr);
   }
   // Releases one read hold of this thread. Never throws.
   void unlock_shared() noexcept { (void)unlock_shared_checked(); }
@@ -182,22 +183,6 @@ class shared_mutex {
   const std::string& name() const noexcept;
 
  private:
-  template <typename Rep, typename Period>
-  static steady_clock::duration to_steady(const std::chrono::duration<Rep, Period>& d) {
-    constexpr auto cap = std::chrono::hours(24 * 365 * 100);
-    const std::chrono::duration<double> seconds = d;
-    if (seconds >= std::chrono::duration<double>(cap)) return cap;
-    if (seconds <= std::chrono::duration<double>::zero()) return steady_clock::duration::zero();
-    return std::chrono::ceil<steady_clock::duration>(d);
-  }
-  template <typename Clock, typename Duration>
-  static steady_clock::duration until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    const auto now = Clock::now();
-    if (deadline <= now) return steady_clock::duration::zero();
-    if (deadline == std::chrono::time_point<Clock, Duration>::max())
-      return to_steady(Duration::max());
-    return to_steady(deadline - now);
-  }
   bool acquire_for(bool shared, steady_clock::duration wait,
                    const std::chrono::milliseconds* lease);
   bool acquire_for(bool shared, steady_clock::duration wait, const std::chrono::milliseconds* lease,
