@@ -279,9 +279,10 @@ server_counters read_server_counters(dlock::client& c) {
 // total_commands_processed and in commandstats like commands sent by clients; client commands are
 // all the others. dlock never sends SET itself; the naive lock and redis-py do.
 const std::vector<std::string>& script_internal(int side) {
-  static const std::vector<std::string> dlock_cmds{"del",     "exists",  "get",  "hexists",
-                                                   "hincrby", "hset",    "incr", "pexpire",
-                                                   "pttl",    "publish", "set",  "time"};
+  static const std::vector<std::string> dlock_cmds{
+      "del",  "exists", "get",     "hdel",   "hexists", "hget", "hincrby",
+      "hset", "incr",   "pexpire", "pttl",   "publish", "set",  "spublish",
+      "time", "type",   "zadd",    "zrange", "zrem"};
   static const std::vector<std::string> other_cmds{"del", "get", "pexpire", "pttl"};
   static const std::vector<std::string> redlock_cmds{"del", "exists", "get", "set"};
   return side == 0 ? dlock_cmds : side == 3 ? redlock_cmds : other_cmds;

@@ -90,7 +90,7 @@ constexpr std::string_view naive_release_lua =
     "return 0";
 // Commands the lock scripts of either side run inside Redis: not sent by a client.
 constexpr std::string_view script_inner_commands[] = {
-    "exists", "hexists", "hset",    "hget", "hincrby",  "hdel", "pexpire", "pttl",
+    "exists", "hexists", "hset",    "hget", "hincrby",  "hdel", "pexpire", "pttl",  "type",
     "time",   "get",     "publish", "del",  "spublish", "zadd", "zrem",    "zrange"};
 // SET is sent by the naive client, and run inside dlock's scripts (the fencing counter).
 constexpr std::string_view harness_commands[] = {"info", "config", "flushall"};

@@ -9,13 +9,16 @@
 
 namespace dlock::detail {
 
+// The longest wait: a century stands for "until done" and cannot overflow a steady time point.
+inline constexpr std::chrono::steady_clock::duration wait_forever =
+    std::chrono::hours(24 * 365 * 100);
+
 // Waits of a century or more (duration::max() included) wait until done; zero and negative waits
 // are one attempt (zero). Never overflows: the comparison is made in floating-point seconds.
 template <typename Rep, typename Period>
 std::chrono::steady_clock::duration steady_wait(const std::chrono::duration<Rep, Period>& d) {
-  constexpr auto century = std::chrono::hours(24 * 365 * 100);
   const std::chrono::duration<double> seconds = d;
-  if (seconds >= std::chrono::duration<double>(century)) return century;
+  if (seconds >= std::chrono::duration<double>(wait_forever)) return wait_forever;
   if (seconds <= std::chrono::duration<double>::zero()) {
     return std::chrono::steady_clock::duration::zero();
   }

@@ -1179,12 +1179,12 @@ dlock::lock_metrics redlock::lock_metrics() const noexcept {
 }
 
 void redlock_mutex::lock() {
-  (void)acquire_for(to_steady(std::chrono::hours::max()), nullptr);
+  (void)acquire_for(detail::steady_wait(std::chrono::hours::max()), nullptr);
 }
 
 void redlock_mutex::lock(lease_time lease) {
   const auto explicit_lease = lease.value();
-  (void)acquire_for(to_steady(std::chrono::hours::max()), &explicit_lease);
+  (void)acquire_for(detail::steady_wait(std::chrono::hours::max()), &explicit_lease);
 }
 
 bool redlock_mutex::try_lock() {
@@ -1286,9 +1286,10 @@ std::future<redlock_lease> redlock_mutex::async_acquire(const acquire_options& o
   const std::uint64_t key = core::new_owner_key();
   std::thread([quorum = state_->impl, name = state_->name, options, key, promise] {
     try {
-      const auto wait = !options.wait ? to_steady(std::chrono::hours::max())
-                        : *options.wait <= milliseconds::zero() ? steady_clock::duration::zero()
-                                                                : to_steady(*options.wait);
+      const auto wait = !options.wait ? detail::steady_wait(std::chrono::hours::max())
+                        : *options.wait <= milliseconds::zero()
+                            ? steady_clock::duration::zero()
+                            : detail::steady_wait(*options.wait);
       const milliseconds lease = options.lease.value_or(milliseconds::zero());
       const bool held =
           quorum->acquire(name, wait, options.lease ? &lease : nullptr, key, options.cancel);

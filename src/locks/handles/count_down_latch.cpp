@@ -223,7 +223,8 @@ void start_async_wait(const std::shared_ptr<count_down_latch::impl>& state,
 
 void count_down_latch::async_wait(std::optional<std::chrono::milliseconds> wait,
                                   wait_handler done) const {
-  start_async_wait(state_, wait ? to_steady(*wait) : forever, forever,
+  start_async_wait(state_, wait ? detail::steady_wait(*wait) : detail::wait_forever,
+                   detail::wait_forever,
                    [done = std::move(done)](std::error_code ec, const std::string&, bool opened) {
                      done(ec, opened);
                    });
@@ -233,7 +234,8 @@ std::future<bool> count_down_latch::async_wait(
     std::optional<std::chrono::milliseconds> wait) const {
   auto promise = std::make_shared<std::promise<bool>>();
   std::future<bool> result = promise->get_future();
-  start_async_wait(state_, wait ? to_steady(*wait) : forever, forever,
+  start_async_wait(state_, wait ? detail::steady_wait(*wait) : detail::wait_forever,
+                   detail::wait_forever,
                    [promise](std::error_code ec, const std::string& detail, bool opened) {
                      if (ec) {
                        promise->set_exception(std::make_exception_ptr(error(ec, detail)));
@@ -266,7 +268,7 @@ bool count_down_latch::delete_latch() {
 }
 
 void count_down_latch::wait() const {
-  (void)wait_steady(forever);
+  (void)wait_steady(detail::wait_forever);
 }
 
 bool count_down_latch::wait_steady(steady_clock::duration wait) const {
@@ -280,7 +282,7 @@ bool count_down_latch::wait_steady(steady_clock::duration wait) const {
   auto done = std::make_shared<std::promise<outcome>>();
   std::future<outcome> result = done->get_future();
   start_async_wait(
-      state_, wait, forever,
+      state_, wait, detail::wait_forever,
       [done](std::error_code ec, const std::string& detail, bool opened) {
         done->set_value({ec, detail, opened});
       },
