@@ -35,8 +35,8 @@ class WaitQueues : public ::testing::Test {
                      },
                      "1234"};
   std::vector<std::string> subscribed;
-  const rw_write_protocol writer;
-  const reentrant_protocol reentrant;
+  const rw_write_protocol writer{};
+  const reentrant_protocol reentrant{};
   const lock_ref rw{&writer, "catalog"};
   const lock_ref mutex{&reentrant, "orders"};
   const std::string rw_channel = writer.wake_channel("catalog");
