@@ -6,6 +6,7 @@
 #include "dlock/error.hpp"
 #include "locks/names.hpp"
 #include "locks/types/kind_refusal.hpp"
+#include "locks/types/rlock_hold.hpp"
 
 namespace dlock::locks {
 namespace {
@@ -76,32 +77,7 @@ std::optional<script_call> fair_protocol::leave_line(std::string_view name,
 }
 
 attempt_outcome fair_protocol::read_attempt(const reply& r) const {
-  // {1, token} acquired, {2, count} re-entered, {0, sleep} refused, {-1, what, name} another
-  // kind (fair_lock.lua).
-  if (is_kind_refusal(r)) throw_kind_refusal(r, "a fair lock (dlock::fair_mutex)");
-  if (!r.is_array() || r.elements.size() != 2) unexpected("lock", r);
-  const std::int64_t status = r.elements[0].integer;
-  const std::int64_t value = r.elements[1].integer;
-  attempt_outcome out;
-  switch (status) {
-    case 1:
-      if (value <= 0) unexpected("lock", r);
-      out.status = attempt_outcome::kind::acquired;
-      out.token = static_cast<std::uint64_t>(value);
-      out.count = 1;
-      return out;
-    case 2:
-      if (value <= 0) unexpected("lock", r);
-      out.status = attempt_outcome::kind::reentered;
-      out.count = static_cast<std::uint64_t>(value);
-      return out;
-    case 0:
-      out.status = attempt_outcome::kind::held_by_other;
-      out.holder_ttl_ms = value < 0 ? -1 : value;
-      return out;
-    default:
-      unexpected("lock", r);
-  }
+  return read_rlock_attempt(r, "a fair lock (dlock::fair_mutex)", "fair lock's ");
 }
 
 script_call fair_protocol::release(const release_request& request) const {
@@ -115,29 +91,15 @@ script_call fair_protocol::release(const release_request& request) const {
 
 script_call fair_protocol::renew(std::span<const renewal_target> targets,
                                  std::chrono::milliseconds lease) const {
-  // The hold is RLock's: renewed as the reentrant lock's (renew_leases.lua).
-  script_call call{&renew_, {}, {ms_arg(lease)}};
-  call.keys.reserve(targets.size());
-  call.args.reserve(targets.size() + 1);
-  for (const renewal_target& t : targets) {
-    call.keys.emplace_back(t.name);
-    call.args.emplace_back(t.owner);
-  }
-  return call;
+  return renew_rlock_holds(renew_, targets, lease);
 }
 
 script_call fair_protocol::check(std::span<const renewal_target> targets) const {
-  script_call call = renew(targets, std::chrono::milliseconds(1));
-  call.args.front() = "0";  // renew_leases.lua: a lease of "0" checks without extending
-  return call;
+  return check_rlock_holds(renew_, targets);
 }
 
 std::vector<bool> fair_protocol::read_renewal(const reply& r, std::size_t targets) const {
-  if (!r.is_array() || r.elements.size() != targets) unexpected("renewal", r);
-  std::vector<bool> renewed(targets);
-  for (std::size_t i = 0; i < targets; ++i)
-    renewed[i] = r.elements[i].integer == 1;
-  return renewed;
+  return read_rlock_renewal(r, targets, "fair lock's ");
 }
 
 script_call fair_protocol::force_release(std::string_view name) const {

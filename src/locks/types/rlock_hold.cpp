@@ -1,0 +1,71 @@
+#include "locks/types/rlock_hold.hpp"
+
+#include <string>
+
+#include "dlock/error.hpp"
+#include "locks/types/kind_refusal.hpp"
+
+namespace dlock::locks {
+namespace {
+
+[[noreturn]] void unexpected(std::string_view label, std::string_view what, const reply& r) {
+  throw error(errc::protocol_error, "unexpected reply to the " + std::string(label) +
+                                        std::string(what) + " script: " + to_string(r));
+}
+
+}  // namespace
+
+attempt_outcome read_rlock_attempt(const reply& r, std::string_view kind, std::string_view label) {
+  if (is_kind_refusal(r)) throw_kind_refusal(r, kind);
+  if (!r.is_array() || r.elements.size() != 2) unexpected(label, "lock", r);
+  const std::int64_t status = r.elements[0].integer;
+  const std::int64_t value = r.elements[1].integer;
+  attempt_outcome out;
+  switch (status) {
+    case 1:
+      if (value <= 0) unexpected(label, "lock", r);
+      out.status = attempt_outcome::kind::acquired;
+      out.token = static_cast<std::uint64_t>(value);
+      out.count = 1;
+      return out;
+    case 2:
+      if (value <= 0) unexpected(label, "lock", r);
+      out.status = attempt_outcome::kind::reentered;
+      out.count = static_cast<std::uint64_t>(value);
+      return out;
+    case 0:
+      out.status = attempt_outcome::kind::held_by_other;
+      out.holder_ttl_ms = value < 0 ? -1 : value;
+      return out;
+    default:
+      unexpected(label, "lock", r);
+  }
+}
+
+script_call renew_rlock_holds(const script& renew_leases, std::span<const renewal_target> targets,
+                              std::chrono::milliseconds lease) {
+  script_call call{&renew_leases, {}, {std::to_string(lease.count())}};
+  call.keys.reserve(targets.size());
+  call.args.reserve(targets.size() + 1);
+  for (const renewal_target& t : targets) {
+    call.keys.emplace_back(t.name);
+    call.args.emplace_back(t.owner);
+  }
+  return call;
+}
+
+script_call check_rlock_holds(const script& renew_leases, std::span<const renewal_target> targets) {
+  script_call call = renew_rlock_holds(renew_leases, targets, std::chrono::milliseconds(1));
+  call.args.front() = "0";  // renew_leases.lua: a lease of "0" checks without extending
+  return call;
+}
+
+std::vector<bool> read_rlock_renewal(const reply& r, std::size_t targets, std::string_view label) {
+  if (!r.is_array() || r.elements.size() != targets) unexpected(label, "renewal", r);
+  std::vector<bool> renewed(targets);
+  for (std::size_t i = 0; i < targets; ++i)
+    renewed[i] = r.elements[i].integer == 1;
+  return renewed;
+}
+
+}  // namespace dlock::locks
