@@ -270,7 +270,8 @@ reply client::command(std::span<const std::string_view> args) {
   check_command(args);
   impl_->check_not_io_thread();
   net::sync_call call;
-  impl_->router.send(target_of(args), args, call.handler(), impl_->options.request_timeout);
+  impl_->router.send(target_of(args), args, call.handler(), impl_->options.request_timeout, false,
+                     route::router::caller::waits);
   return call.wait();
 }
 
@@ -306,7 +307,9 @@ reply client::eval(const script& s, std::span<const std::string_view> keys,
   core::check_same_process(impl_->made_in);
   impl_->check_not_io_thread();
   net::sync_call call;
-  async_eval(s, keys, args, call.handler());
+  const auto to = keys.empty() ? route::target::any_master() : route::target::key(keys.front());
+  impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, call.handler(), false, {},
+                     route::router::caller::waits);
   return call.wait();
 }
 

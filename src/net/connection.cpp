@@ -1,6 +1,14 @@
 #include "net/connection.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "dlock/error.hpp"
@@ -10,11 +18,77 @@ namespace {
 
 constexpr std::size_t initial_read_buffer = 16 * 1024;
 
+// A caller takes the link (see connection.hpp) only when at most this many replies are due before
+// its own: one thread's release ahead of its next lock, not the traffic of many threads, whose
+// commands the I/O thread batches better.
+constexpr std::size_t max_replies_ahead = 1;
+
 bool starts_with(const std::string& s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
+// Milliseconds from now to `deadline` for poll(), rounded up; 0 once it has passed.
+int poll_timeout(clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
+}
+
+// Reads what `fd` holds without blocking, growing `buffer` as needed. Returns the bytes read;
+// `failure` says why the stream ended (the server closed it, or a socket error), empty otherwise.
+std::size_t read_without_blocking(int fd, std::vector<char>& buffer, std::size_t& filled,
+                                  std::string& failure) {
+  std::size_t got = 0;
+  for (;;) {
+    if (filled == buffer.size()) buffer.resize(buffer.size() * 2);
+    const ssize_t n = ::recv(fd, buffer.data() + filled, buffer.size() - filled, MSG_DONTWAIT);
+    if (n > 0) {
+      filled += static_cast<std::size_t>(n);
+      got += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      failure = "server closed the connection";
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      failure = std::strerror(errno);
+    }
+    return got;
+  }
+}
+
+// Writes all of `bytes` to `fd` by `deadline`; false, with `failure`, otherwise (the stream may
+// then hold part of them).
+bool write_all(int fd, std::string_view bytes, clock::time_point deadline, std::string& failure) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      const int timeout = poll_timeout(deadline);
+      if (timeout == 0 || (::poll(&p, 1, timeout) == 0 && clock::now() >= deadline)) {
+        failure = "write timed out";
+        return false;
+      }
+      continue;
+    }
+    failure = std::string("write failed: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+connection::shared_socket::~shared_socket() {
+  ::close(fd);
+}
+
+namespace {}  // namespace
 
 connection::connection(asio::io_context& io, const client_options& options,
                        std::shared_ptr<asio::ssl::context> tls_context, mode m)
@@ -22,6 +96,7 @@ connection::connection(asio::io_context& io, const client_options& options,
       options_(options),
       tls_context_(std::move(tls_context)),
       mode_(m),
+      callers_may_do_io_(m == mode::request_reply && !options.tls.enabled),
       read_buffer_(initial_read_buffer),
       connect_timer_(io),
       reconnect_timer_(io),
@@ -44,6 +119,8 @@ void connection::stop() {
 void connection::do_stop() {
   ++generation_;
   if (transport_) transport_->close();
+  link_readable_ = false;
+  hangup_watch_.reset();
   connect_timer_.cancel();
   reconnect_timer_.cancel();
   timeout_timer_.cancel();
@@ -52,15 +129,25 @@ void connection::do_stop() {
   {
     std::lock_guard lock(mutex_);
     state_ = state::stopped;
+    drop_shared_socket_locked();
+    failed.swap(handed_over_);  // read before the stop: their replies, in order
     queue_.fail_all(make_error_code(errc::client_stopped), "the client was stopped", failed);
   }
   for (auto& f : failed)
     f.run();
 }
 
+void connection::drop_shared_socket_locked() {
+  ++link_epoch_;
+  reader_failure_.clear();
+  if (!shared_socket_) return;
+  ::shutdown(shared_socket_->fd, SHUT_RDWR);
+  shared_socket_.reset();
+}
+
 void connection::send(std::span<const std::string_view> args, completion done,
-                      std::chrono::milliseconds timeout, bool urgent) {
-  enqueue(args, std::move(done), timeout, urgent ? placement::urgent : placement::in_order);
+                      std::chrono::milliseconds timeout, bool urgent, caller c) {
+  enqueue(args, std::move(done), timeout, urgent ? placement::urgent : placement::in_order, c);
 }
 
 void connection::send_asking(std::span<const std::string_view> args, completion done,
@@ -69,18 +156,32 @@ void connection::send_asking(std::span<const std::string_view> args, completion 
 }
 
 void connection::enqueue(std::span<const std::string_view> args, completion done,
-                         std::chrono::milliseconds timeout, placement where) {
+                         std::chrono::milliseconds timeout, placement where, caller c) {
   static constexpr std::string_view asking[] = {"ASKING"};
   const auto deadline = clock::now() + timeout;
   bool kick_writer = false;
   bool rearm_timer = false;
   bool connect_now = false;
-  completion refused;  // the completion of a request sent to a stopped connection
+  bool look_at_link = false;  // the idle link was closed by the server (see claim_caller_turn)
+  completion refused;         // the completion of a request sent to a stopped connection
+  caller_turn turn;
+  bool took_turn = false;
   {
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) {
       refused = std::move(done);
+    } else if (claim_caller_turn(c, where, turn)) {
+      turn.deadline = deadline;
+      queue_.push(args, std::move(done), deadline, true);
+      queue_.take_unwritten(turn.bytes);
+      took_turn = true;
+      if (deadline < armed_deadline_) {
+        // Armed by the I/O thread when it next wakes; the caller watches its own deadline.
+        armed_deadline_ = deadline;
+        timer_stale_ = true;
+      }
     } else {
+      look_at_link = turn.peer_closed;
       if (state_ == state::waiting_to_reconnect) {
         // Someone needs the server now: the request waits for a fresh attempt, made at once
         // or when reconnect_delay_min has passed since the last one, instead of failing with
@@ -90,7 +191,7 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
       }
       switch (where) {
         case placement::in_order:
-          queue_.push(args, std::move(done), deadline);
+          queue_.push(args, std::move(done), deadline, c != caller::leaves);
           break;
         case placement::urgent:
           queue_.push_front_unwritten(args, std::move(done), deadline);
@@ -114,12 +215,16 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
     refused(make_error_code(errc::client_stopped), reply::make_error("the client was stopped"));
     return;
   }
-  if (kick_writer || rearm_timer || connect_now) {
-    asio::post(io_, [self = shared_from_this(), kick_writer, rearm_timer, connect_now] {
-      if (rearm_timer) self->arm_timeout_timer();
-      if (kick_writer) self->write();
-      if (connect_now) self->connect_soon();
-    });
+  if (took_turn) return take_caller_turn(turn);
+  if (kick_writer || rearm_timer || connect_now || look_at_link) {
+    asio::post(io_,
+               [self = shared_from_this(), kick_writer, rearm_timer, connect_now, look_at_link] {
+                 if (look_at_link)
+                   self->read_available();  // before the write: it finds the link closed
+                 if (rearm_timer) self->arm_timeout_timer();
+                 if (kick_writer) self->write();
+                 if (connect_now) self->connect_soon();
+               });
   }
 }
 
@@ -179,8 +284,15 @@ void connection::connect() {
   }
   connecting_ = true;
   last_attempt_ = clock::now();
-  parser_.reset();
-  read_filled_ = 0;
+  link_readable_ = false;
+  if (callers_may_do_io_) {
+    // A caller of the old link may still hold the reader role: the next reader starts afresh.
+    std::lock_guard lock(mutex_);
+    ++link_epoch_;
+  } else {
+    parser_.reset();
+    read_filled_ = 0;
+  }
   write_buffer_.clear();
   writing_ = false;
   received_since_tick_ = false;
@@ -266,6 +378,7 @@ void connection::on_transport_connected(std::uint64_t generation) {
 
   write_buffer_ = std::move(bytes);
   writing_ = true;
+  link_readable_ = true;
   read();
   transport_->async_write(
       asio::buffer(write_buffer_),
@@ -314,10 +427,15 @@ void connection::on_ready() {
   connect_timer_.cancel();
   backoff_.reset();
   bool kick_writer = false;
+  if (callers_may_do_io_) watch_for_hangup();
   {
     std::lock_guard lock(mutex_);
     state_ = state::ready;
     last_failure_.clear();
+    if (callers_may_do_io_) {
+      const int fd = ::fcntl(transport_->native_handle(), F_DUPFD_CLOEXEC, 0);
+      if (fd >= 0) shared_socket_ = std::make_shared<shared_socket>(fd);
+    }
     if (queue_.has_unwritten() && !write_scheduled_) {
       write_scheduled_ = true;
       kick_writer = true;
@@ -328,9 +446,29 @@ void connection::on_ready() {
   if (kick_writer) write();
 }
 
+void connection::watch_for_hangup() {
+  const int watch = ::epoll_create1(EPOLL_CLOEXEC);
+  if (watch < 0) return;  // then only the health check notices a server closing an idle link
+  epoll_event interest{};
+  interest.events = EPOLLRDHUP;
+  if (::epoll_ctl(watch, EPOLL_CTL_ADD, transport_->native_handle(), &interest) != 0) {
+    ::close(watch);
+    return;
+  }
+  hangup_watch_ = std::make_unique<asio::posix::stream_descriptor>(io_, watch);
+  hangup_watch_->async_wait(
+      asio::posix::stream_descriptor::wait_read,
+      [self = shared_from_this(), generation = generation_](std::error_code ec) {
+        if (ec || generation != self->generation_) return;
+        self->read_available();  // reads the end of the stream
+      });
+}
+
 void connection::on_connect_failed(std::error_code ec, const std::string& detail) {
   ++generation_;
   connecting_ = false;
+  link_readable_ = false;
+  hangup_watch_.reset();
   if (transport_) transport_->close();
   connect_timer_.cancel();
   // A failed search for the address (Sentinel) says itself where it looked.
@@ -364,6 +502,8 @@ void connection::on_connect_failed(std::error_code ec, const std::string& detail
 void connection::on_link_error(std::error_code ec, const std::string& detail) {
   ++generation_;
   if (transport_) transport_->close();
+  link_readable_ = false;
+  hangup_watch_.reset();
   health_timer_.cancel();
   finished_list failed;
   {
@@ -371,6 +511,7 @@ void connection::on_link_error(std::error_code ec, const std::string& detail) {
     if (state_ == state::stopped) return;
     state_ = state::connecting;
     write_scheduled_ = false;
+    drop_shared_socket_locked();
     queue_.fail_written(ec, "connection to " + current_address().endpoint() + " lost: " + detail,
                         failed);
     if (mode_ == mode::push) {
@@ -404,44 +545,115 @@ void connection::schedule_reconnect(std::chrono::milliseconds delay) {
 // --- reading and writing -----------------------------------------------------------------------
 
 void connection::read() {
+  auto failed = [this](std::error_code ec) {
+    const std::string detail =
+        ec == asio::error::eof ? "server closed the connection" : ec.message();
+    if (handshake_remaining_ > 0)
+      return on_connect_failed(make_error_code(errc::connect_failed), detail);
+    return on_link_error(make_error_code(errc::connection_lost), detail);
+  };
+  if (callers_may_do_io_) {
+    // The reading is ours (read_available), so that a caller may do it instead.
+    transport_->async_wait_readable([self = shared_from_this(), generation = generation_,
+                                     t = transport_, failed](std::error_code ec) {
+      if (generation != self->generation_) return;
+      if (ec) return failed(ec);
+      {
+        std::lock_guard lock(self->mutex_);
+        if (self->reader_ == reader::caller) {
+          // The caller reads; it wakes us if it leaves anything unread (see io_parked_).
+          self->io_parked_ = true;
+          self->io_wants_to_read_ = true;
+          return;
+        }
+      }
+      // Armed again before reading: readiness is edge-triggered, and bytes that arrive while we
+      // read must wake us once more.
+      self->read();
+      self->read_available();
+    });
+    return;
+  }
   if (read_filled_ == read_buffer_.size()) read_buffer_.resize(read_buffer_.size() * 2);
   transport_->async_read_some(
       asio::buffer(read_buffer_.data() + read_filled_, read_buffer_.size() - read_filled_),
-      [self = shared_from_this(), generation = generation_, t = transport_](std::error_code ec,
-                                                                            std::size_t n) {
+      [self = shared_from_this(), generation = generation_, t = transport_, failed](
+          std::error_code ec, std::size_t n) {
         if (generation != self->generation_) return;
-        if (ec) {
-          const bool handshaking = self->handshake_remaining_ > 0;
-          const std::string detail =
-              ec == asio::error::eof ? "server closed the connection" : ec.message();
-          if (handshaking)
-            return self->on_connect_failed(make_error_code(errc::connect_failed), detail);
-          return self->on_link_error(make_error_code(errc::connection_lost), detail);
-        }
-        self->on_read(n);
+        if (ec) return failed(ec);
+        self->received_since_tick_ = true;
+        self->read_filled_ += n;
+        self->on_bytes(generation);
+        if (generation == self->generation_) self->read();
       });
 }
 
-void connection::on_read(std::size_t n) {
-  const std::uint64_t generation = generation_;
-  received_since_tick_ = true;
-  read_filled_ += n;
+void connection::begin_reading_locked() {
+  if (reader_epoch_ == link_epoch_) return;
+  reader_epoch_ = link_epoch_;
+  parser_.reset();
+  read_filled_ = 0;
+}
 
-  std::vector<reply> replies;
+void connection::read_available() {
+  finished_list handed;
+  std::string failure;
+  bool rearm_timer = false;
+  bool rearm_read = false;
+  {
+    std::lock_guard lock(mutex_);
+    rearm_read = std::exchange(io_parked_, false);
+    if (reader_ != reader::none) {
+      io_wants_to_read_ = true;  // the caller hands the role back with a call here
+      io_parked_ = rearm_read;
+      return;
+    }
+    reader_ = reader::io_thread;
+    io_wants_to_read_ = false;
+    begin_reading_locked();
+    handed.swap(handed_over_);
+    failure = std::move(reader_failure_);
+    reader_failure_.clear();
+    rearm_timer = std::exchange(timer_stale_, false);
+  }
+  struct release_role {
+    connection& c;
+    ~release_role() {
+      std::lock_guard lock(c.mutex_);
+      c.reader_ = reader::none;
+    }
+  } release{*this};
+  if (rearm_timer) arm_timeout_timer();
+  for (auto& f : handed)  // earlier in the stream than anything read now
+    f.run();
+  if (!link_readable_) return;
+  if (rearm_read) read();
+  const std::uint64_t generation = generation_;
+  if (!failure.empty()) return on_link_error(make_error_code(errc::connection_lost), failure);
+  if (read_without_blocking(transport_->native_handle(), read_buffer_, read_filled_, failure) > 0) {
+    received_since_tick_ = true;
+    on_bytes(generation);
+  }
+  if (failure.empty() || generation != generation_) return;
+  if (handshake_remaining_ > 0)
+    return on_connect_failed(make_error_code(errc::connect_failed), failure);
+  on_link_error(make_error_code(errc::connection_lost), failure);
+}
+
+bool connection::parse_buffered(std::vector<reply>& out, std::string& failure) {
   std::size_t offset = 0;
+  bool ok = true;
   while (offset < read_filled_) {
     const std::size_t used =
         parser_.parse(std::string_view(read_buffer_.data() + offset, read_filled_ - offset));
     offset += used;
     if (parser_.failed()) {
-      const std::string detail = "invalid reply from server: " + parser_.error_message();
-      if (handshake_remaining_ > 0) {
-        return on_connect_failed(make_error_code(errc::protocol_error), detail);
-      }
-      return on_link_error(make_error_code(errc::protocol_error), detail);
+      failure = "invalid reply from server: " + parser_.error_message();
+      ok = false;
+      break;
     }
     if (parser_.done()) {
-      replies.push_back(parser_.take());
+      out.push_back(parser_.take());
     } else if (used == 0) {
       break;
     }
@@ -449,6 +661,18 @@ void connection::on_read(std::size_t n) {
   if (offset > 0) {
     std::memmove(read_buffer_.data(), read_buffer_.data() + offset, read_filled_ - offset);
     read_filled_ -= offset;
+  }
+  return ok;
+}
+
+void connection::on_bytes(std::uint64_t generation) {
+  std::vector<reply> replies;
+  std::string failure;
+  if (!parse_buffered(replies, failure)) {
+    if (handshake_remaining_ > 0) {
+      return on_connect_failed(make_error_code(errc::protocol_error), failure);
+    }
+    return on_link_error(make_error_code(errc::protocol_error), failure);
   }
 
   std::size_t first_user_reply = 0;
@@ -476,19 +700,150 @@ void connection::on_read(std::size_t n) {
       return on_link_error(make_error_code(errc::protocol_error), "reply without a request");
     }
   }
-  if (generation == generation_) read();
+}
+
+bool connection::claim_caller_turn(caller c, placement where, caller_turn& turn) {
+  if (c == caller::leaves || where != placement::in_order || !callers_may_do_io_ ||
+      state_ != state::ready || !shared_socket_ || write_scheduled_ || caller_writing_ ||
+      queue_.has_unwritten() || queue_.size() > max_replies_ahead ||
+      io_.get_executor().running_in_this_thread()) {
+    return false;
+  }
+  if (io_parked_) {
+    // Nobody watched the idle link: if the server closed it, the I/O thread must hear of it
+    // (the request then waits for the next link instead of meeting the closed one).
+    char byte;
+    const ssize_t n = ::recv(shared_socket_->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      turn.peer_closed = true;
+      return false;
+    }
+  }
+  caller_writing_ = true;
+  turn.socket = shared_socket_;
+  turn.epoch = link_epoch_;
+  if (c == caller::waits && reader_ == reader::none) {
+    reader_ = reader::caller;
+    begin_reading_locked();
+    turn.reads = true;
+    turn.replies_ahead = queue_.written();
+  }
+  return true;
+}
+
+void connection::take_caller_turn(caller_turn& turn) {
+  const int fd = turn.socket->fd;
+  std::string failure;
+  const bool wrote = write_all(fd, turn.bytes, turn.deadline, failure);
+  bool kick_writer = false;
+  {
+    std::lock_guard lock(mutex_);
+    caller_writing_ = false;
+    // Commands queued meanwhile (their senders saw the writer role taken) go out now.
+    if (state_ == state::ready && queue_.has_unwritten()) {
+      write_scheduled_ = true;
+      kick_writer = true;
+    }
+    if (!wrote && turn.epoch == link_epoch_) reader_failure_ = failure;
+  }
+  if (kick_writer) asio::post(io_, [self = shared_from_this()] { self->write(); });
+
+  // Read until our own reply has been handled: earlier replies first, in order.
+  finished_list for_io_thread;
+  bool own_done = false;
+  bool stale = false;
+  bool gave_up = false;
+  std::string end_of_stream;  // the stream ended (after the bytes read before the end)
+  while (wrote && turn.reads && failure.empty()) {
+    std::vector<reply> replies;
+    if (!parse_buffered(replies, failure)) break;
+    finished_list here;
+    if (!replies.empty()) {
+      std::lock_guard lock(mutex_);
+      if (link_epoch_ != turn.epoch) {
+        stale = true;  // torn down: the I/O thread completed every written request
+        break;
+      }
+      for (reply& r : replies) {
+        finished_list out;
+        if (!queue_.match(std::move(r), out)) {
+          failure = "reply without a request";
+          break;
+        }
+        const bool own = !own_done && turn.replies_ahead == 0;
+        if (own) {
+          own_done = true;
+        } else if (!own_done) {
+          --turn.replies_ahead;
+        }
+        for (finished& f : out)
+          (own || f.any_thread ? here : for_io_thread).push_back(std::move(f));
+      }
+    }
+    for (finished& f : here)
+      f.run();
+    if (own_done || !failure.empty()) break;
+    if (!end_of_stream.empty()) {
+      failure = end_of_stream;
+      break;
+    }
+    const int timeout = poll_timeout(turn.deadline);
+    if (timeout == 0) {
+      gave_up = true;  // the I/O thread's timer completes the request
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, timeout) <= 0) continue;  // timed out or interrupted: look again
+    if (read_without_blocking(fd, read_buffer_, read_filled_, end_of_stream) > 0) {
+      received_since_tick_ = true;
+    }
+  }
+  if (!turn.reads) {
+    // A request this caller does not read needs a reader that is sure to come: the I/O thread,
+    // unless it is armed already or a caller reading now leaves the reply to it.
+    bool wake_io_thread = !wrote;
+    {
+      std::lock_guard lock(mutex_);
+      if (io_parked_ && reader_ != reader::caller) wake_io_thread = true;
+    }
+    if (wake_io_thread) asio::post(io_, [self = shared_from_this()] { self->read_available(); });
+    return;
+  }
+  bool wake_io_thread = false;
+  {
+    std::lock_guard lock(mutex_);
+    reader_ = reader::none;
+    for (finished& f : for_io_thread)
+      handed_over_.push_back(std::move(f));
+    if (!stale && !failure.empty() && link_epoch_ == turn.epoch) reader_failure_ = failure;
+    if (gave_up) timer_stale_ = true;
+    // A parked I/O thread is woken only when replies are left for it; an armed one whenever it
+    // met the role taken (bytes may wait that no new readiness will announce).
+    // A caller that gave up needs the I/O thread's timer to complete its request.
+    wake_io_thread = gave_up || !handed_over_.empty() || !reader_failure_.empty() ||
+                     (io_parked_ ? queue_.written() > 0 : io_wants_to_read_);
+  }
+  if (wake_io_thread) asio::post(io_, [self = shared_from_this()] { self->read_available(); });
 }
 
 void connection::write() {
   if (writing_) return;  // the running write's completion comes back here
+  bool rearm_timer = false;
+  bool rearm_read = false;
   {
     std::lock_guard lock(mutex_);
+    if (caller_writing_) return;  // the caller kicks us again when it is done
+    rearm_timer = std::exchange(timer_stale_, false);
     if (state_ != state::ready || !queue_.has_unwritten()) {
       write_scheduled_ = false;
-      return;
+    } else {
+      queue_.take_unwritten(write_buffer_);
+      rearm_read = std::exchange(io_parked_, false);  // these replies are ours to read
     }
-    queue_.take_unwritten(write_buffer_);
   }
+  if (rearm_timer) arm_timeout_timer();
+  if (write_buffer_.empty()) return;
+  if (rearm_read) read();
   writing_ = true;
   transport_->async_write(
       asio::buffer(write_buffer_), [self = shared_from_this(), generation = generation_,
@@ -508,6 +863,7 @@ void connection::arm_timeout_timer() {
   {
     std::lock_guard lock(mutex_);
     deadline = armed_deadline_;
+    timer_stale_ = false;
   }
   if (deadline == clock::time_point::max()) return;
   timeout_timer_.expires_at(deadline);
@@ -541,6 +897,12 @@ void connection::arm_health_timer() {
 }
 
 void connection::on_health_tick() {
+  bool rearm_timer = false;
+  {
+    std::lock_guard lock(mutex_);
+    rearm_timer = std::exchange(timer_stale_, false);
+  }
+  if (rearm_timer) arm_timeout_timer();
   if (received_since_tick_) {
     received_since_tick_ = false;
     ping_outstanding_ = false;

@@ -4,11 +4,27 @@
 // server it should be (that is the topology layer's job) nor what the commands mean.
 //
 // Threads: any thread may call send(); everything else happens on the client's I/O thread, which
-// owns the socket, the parser and the timers. Completions run on the I/O thread and must not block.
+// owns the socket and the timers, and reads unless a caller does (below). Completions run on the
+// I/O thread (some on the caller's, see caller) and must not block.
 //
 // Auto-pipelining: send() encodes into a shared buffer under a mutex and wakes the I/O thread only
 // when no write is under way. Everything queued while a write is in flight goes out in the next
 // single write, so N threads issuing commands cost about one syscall per batch, not per command.
+//
+// The caller's own I/O (plain TCP and unix sockets, request-reply mode). Handing a request to the
+// I/O thread and the reply back costs two thread wake-ups, each dearer than a loopback round trip
+// on a small VM. So a caller that says it will block anyway (caller::waits) writes its request
+// itself when no write is under way and nothing waits to be written, and then, if no other
+// thread is reading, reads the replies itself until its own arrives (leader/follower): replies of
+// earlier requests are matched in order on its thread, their completions handed to the I/O
+// thread (or run there and then when they may run on any thread). A caller that does not wait
+// (caller::writes, the lock releases) may write its request itself the same way. Busy links keep
+// the I/O thread's batching: the shortcut is taken only when the link is free. Two roles, guarded
+// by the mutex, keep the byte stream in order: the writer (write_scheduled_ or caller_writing_)
+// and the reader (reader_). The I/O thread reads plain sockets by waiting for readability and
+// then reading in its own system calls, so that at most one thread ever reads. A caller uses a
+// duplicate of the socket's descriptor, which a teardown shuts down (waking the caller) but never
+// closes under it.
 //
 // Connection states (user-visible through send()):
 //
@@ -96,11 +112,20 @@ class connection : public std::enable_shared_from_this<connection> {
   // any thread, idempotent; it takes effect on the I/O thread.
   void stop();
 
+  // What the calling thread of send() does while its request is under way.
+  enum class caller {
+    leaves,  // returns at once; `done` runs on the I/O thread
+    writes,  // returns at once, but may write the request itself first; `done` may run on any
+             // thread that reads replies (it must not need the I/O thread)
+    waits,   // blocks until `done` has run anyway: may write the request and read the replies
+             // itself before send() returns; `done` may run on any thread
+  };
+
   // Queues one command. `done` runs exactly once, on the I/O thread (or on the calling thread
-  // when the connection is stopped).
+  // when the connection is stopped; for caller::writes and caller::waits see there).
   // `urgent`: queue it ahead of every command not yet written (see request_queue).
   void send(std::span<const std::string_view> args, completion done,
-            std::chrono::milliseconds timeout, bool urgent = false);
+            std::chrono::milliseconds timeout, bool urgent = false, caller c = caller::leaves);
 
   // Queues ASKING and then `args`, next to each other in the stream (a Redis Cluster ASK
   // redirection: the target node serves the importing slot to the one command after ASKING).
@@ -125,7 +150,44 @@ class connection : public std::enable_shared_from_this<connection> {
   // Where send() and send_asking() put a request in the queue.
   enum class placement { in_order, urgent, after_asking };
   void enqueue(std::span<const std::string_view> args, completion done,
-               std::chrono::milliseconds timeout, placement where);
+               std::chrono::milliseconds timeout, placement where, caller c = caller::leaves);
+
+  // The caller's own I/O (see the top of this file).
+  // A duplicate of a ready link's descriptor: shut down (never closed) by a teardown while a
+  // caller may use it; closed when the last user lets go.
+  struct shared_socket {
+    explicit shared_socket(int descriptor) noexcept : fd(descriptor) {}
+    shared_socket(const shared_socket&) = delete;
+    shared_socket& operator=(const shared_socket&) = delete;
+    ~shared_socket();
+    const int fd;
+  };
+  // What a caller claimed in enqueue(): the writer role, and the reader role if `reads`.
+  struct caller_turn {
+    std::shared_ptr<shared_socket> socket;
+    std::string bytes;              // its request, encoded
+    std::uint64_t epoch = 0;        // link_epoch_ when claimed
+    std::size_t replies_ahead = 0;  // written requests whose replies come before its own
+    clock::time_point deadline;
+    bool reads = false;
+    bool peer_closed = false;  // not claimed: the idle link was closed by the server
+  };
+  enum class reader { none, io_thread, caller };
+  // Claims the roles for a request (under mutex_); false: the I/O thread does the work.
+  bool claim_caller_turn(caller c, placement where, caller_turn& turn);
+  // Writes turn.bytes, then reads until the request's reply has been handled (or gives up: the
+  // I/O thread then finishes the request). Calling thread, outside mutex_.
+  void take_caller_turn(caller_turn& turn);
+  // Parses read_buffer_ into `out`; false (and `failure`) for a malformed stream. Reader role.
+  bool parse_buffered(std::vector<reply>& out, std::string& failure);
+  // The reader role is taken: the parser and buffer start afresh on a new link (under mutex_).
+  void begin_reading_locked();
+  // The link's descriptor is gone for callers: shut down, so a caller blocked on it wakes.
+  void drop_shared_socket_locked();
+  // I/O thread: the socket is readable, or a caller handed the reader role back.
+  void read_available();
+  // I/O thread: whatever read_available() found (n bytes more in read_buffer_, already counted).
+  void on_bytes(std::uint64_t generation);
 
   enum class state { connecting, ready, waiting_to_reconnect, stopped };
 
@@ -141,7 +203,6 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_connect_failed(std::error_code ec, const std::string& detail);
   void on_link_error(std::error_code ec, const std::string& detail);
   void read();
-  void on_read(std::size_t n);
   void write();
   void arm_timeout_timer();
   void on_timeout_timer();
@@ -171,6 +232,21 @@ class connection : public std::enable_shared_from_this<connection> {
   bool write_scheduled_ = false;  // the I/O thread will write, or is writing, the queue
   clock::time_point armed_deadline_ = clock::time_point::max();
   std::string last_failure_;  // why the last attempt failed; empty once a link is ready
+  // The caller's own I/O (see the top of this file).
+  const bool callers_may_do_io_;   // request-reply mode, no TLS
+  bool caller_writing_ = false;    // a caller holds the writer role
+  reader reader_ = reader::none;   // who holds the reader role
+  bool io_wants_to_read_ = false;  // the I/O thread found the reader role taken
+  // The I/O thread keeps no read wait armed: it found a caller reading, and callers read while
+  // they alone use the link (a wait would wake the I/O thread for every reply they read). It
+  // arms again when it writes, or when a caller leaves replies unread. A server that closes the
+  // link is still noticed at once (hangup_watch_), and a caller peeks before it writes.
+  bool io_parked_ = false;
+  bool timer_stale_ = false;      // armed_deadline_ moved without waking the I/O thread
+  std::uint64_t link_epoch_ = 0;  // bumps when a link is torn down
+  std::shared_ptr<shared_socket> shared_socket_;  // while ready
+  finished_list handed_over_;   // read by a caller, to run on the I/O thread, in order
+  std::string reader_failure_;  // a caller found the stream broken: what (for the I/O thread)
 
   // I/O thread only.
   std::uint64_t generation_ = 0;  // bumps on every new link; stale callbacks compare and leave
@@ -179,9 +255,17 @@ class connection : public std::enable_shared_from_this<connection> {
   bool connecting_ = false;                    // an attempt is under way
   clock::time_point last_attempt_{};           // when the last attempt began
   std::shared_ptr<transport> transport_;
+  // The reader role's (the I/O thread's when callers never read).
   resp::parser parser_;
   std::vector<char> read_buffer_;
   std::size_t read_filled_ = 0;
+  std::uint64_t reader_epoch_ = 0;  // the link_epoch_ parser_ and read_buffer_ belong to
+  bool link_readable_ = false;      // I/O thread: transport_ is connected (read_available)
+  // I/O thread: an epoll set holding only the link's hang-up (EPOLLRDHUP), readable once the
+  // server closes the link. It tells a parked I/O thread (io_parked_) at once, as an armed read
+  // would; replies do not wake it.
+  std::unique_ptr<asio::posix::stream_descriptor> hangup_watch_;
+  void watch_for_hangup();
   std::string write_buffer_;  // owned by the write in flight while writing_
   bool writing_ = false;
   std::size_t handshake_remaining_ = 0;
@@ -194,7 +278,7 @@ class connection : public std::enable_shared_from_this<connection> {
   asio::steady_timer reconnect_timer_;
   asio::steady_timer timeout_timer_;
   asio::steady_timer health_timer_;
-  bool received_since_tick_ = false;
+  std::atomic<bool> received_since_tick_{false};
   bool ping_outstanding_ = false;
   backoff backoff_;
   std::minstd_rand jitter_;

@@ -8,9 +8,9 @@
 namespace dlock::net {
 
 void request_queue::push(std::span<const std::string_view> args, completion done,
-                         clock::time_point deadline) {
+                         clock::time_point deadline, bool any_thread) {
   resp::append_command(unwritten_bytes_, args);
-  entries_.push_back({std::move(done), deadline});
+  entries_.push_back({std::move(done), deadline, any_thread});
 }
 
 void request_queue::push_front_unwritten(std::span<const std::string_view> args, completion done,
@@ -38,7 +38,7 @@ bool request_queue::match(reply&& r, finished_list& out) {
   if (!e.done) return true;  // timed out earlier, or nobody wanted the reply
   std::error_code ec;
   if (r.is_error()) ec = make_error_code(errc::server_error);
-  out.push_back({std::move(e.done), ec, std::move(r)});
+  out.push_back({std::move(e.done), ec, std::move(r), e.any_thread});
   return true;
 }
 

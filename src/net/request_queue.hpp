@@ -34,11 +34,13 @@ using clock = std::chrono::steady_clock;
 // error reply whose text says what happened (for errc::server_error: the server's message).
 using completion = std::function<void(std::error_code ec, reply r)>;
 
-// A completion ready to run, with its outcome.
+// A completion ready to run, with its outcome. `any_thread`: the completion may run on whichever
+// thread read its reply (see connection::caller); otherwise it runs on the I/O thread.
 struct finished {
   completion done;
   std::error_code ec;
   reply result;
+  bool any_thread = false;
 
   void run() {
     if (done) done(ec, std::move(result));
@@ -49,7 +51,9 @@ using finished_list = std::vector<finished>;
 class request_queue {
  public:
   // Appends a command. A null `done` means the reply is read and dropped (health-check PINGs).
-  void push(std::span<const std::string_view> args, completion done, clock::time_point deadline);
+  // `any_thread`: see finished.
+  void push(std::span<const std::string_view> args, completion done, clock::time_point deadline,
+            bool any_thread = false);
 
   // Queues a command ahead of every unwritten one (still after those already written): for a
   // retry that must reach the server before commands issued after the original.
@@ -93,6 +97,7 @@ class request_queue {
   struct entry {
     completion done;  // empty once completed early (timeout) or when no reply is wanted
     clock::time_point deadline;
+    bool any_thread = false;
   };
 
   std::deque<entry> entries_;  // [0, written_) written, [written_, size) unwritten

@@ -128,6 +128,23 @@ void transport::async_write(asio::const_buffer buffer, handler done) {
       stream_);
 }
 
+bool transport::plain() const noexcept {
+  return !std::holds_alternative<std::unique_ptr<tls_stream>>(stream_);
+}
+
+int transport::native_handle() {
+  if (auto* s = std::get_if<unix_socket>(&stream_)) return s->native_handle();
+  return tcp_socket().native_handle();
+}
+
+void transport::async_wait_readable(std::function<void(std::error_code)> done) {
+  if (auto* s = std::get_if<unix_socket>(&stream_)) {
+    s->async_wait(asio::socket_base::wait_read, std::move(done));
+  } else {
+    tcp_socket().async_wait(asio::socket_base::wait_read, std::move(done));
+  }
+}
+
 void transport::close() noexcept {
   std::error_code ignored;
   resolver_.cancel();

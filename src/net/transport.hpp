@@ -35,6 +35,13 @@ class transport {
   void async_read_some(asio::mutable_buffer buffer, handler done);
   void async_write(asio::const_buffer buffer, handler done);
 
+  // Plain sockets (TCP, unix) only, once connected: the descriptor, which threads other than the
+  // I/O thread may use with their own system calls (see connection: the caller's own I/O), and a
+  // wait for it to become readable (the reading itself is the caller's).
+  bool plain() const noexcept;
+  int native_handle();
+  void async_wait_readable(std::function<void(std::error_code)> done);
+
   // Closes the socket; pending operations complete with asio::error::operation_aborted.
   void close() noexcept;
 

@@ -122,9 +122,9 @@ net::connection& router::connection_for(target to) {
 }
 
 void router::send(target to, std::span<const std::string_view> args, net::completion done,
-                  std::chrono::milliseconds timeout, bool urgent) {
+                  std::chrono::milliseconds timeout, bool urgent, caller c) {
   if (mode() == topology::mode::single && !follows_failovers_ && !servers_->holding()) {
-    connection_for(to).send(args, std::move(done), timeout, urgent);
+    connection_for(to).send(args, std::move(done), timeout, urgent, c);
     return;
   }
   try {
@@ -171,7 +171,7 @@ reply confirmed(reply script_reply, std::error_code wait_error, reply wait_reply
 
 void router::eval(target to, const script& s, std::span<const std::string_view> keys,
                   std::span<const std::string_view> args, std::chrono::milliseconds timeout,
-                  net::completion done, bool urgent, confirmation confirm) {
+                  net::completion done, bool urgent, confirmation confirm, caller c) {
   // EVALSHA sha numkeys keys... args...; the fallback needs the arguments after this returns.
   auto owned = std::make_shared<std::vector<std::string>>();
   owned->reserve(3 + keys.size() + args.size());
@@ -203,7 +203,8 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
   }
 
   std::vector<std::string_view> views(owned->begin(), owned->end());
-  // Connections live as long as the topology, which outlives every completion.
+  // Connections live as long as the topology, which outlives every completion. The fallback
+  // runs on any thread where `done` may (it only queues a command).
   net::connection& link = connection_for(to);
   auto fallback = [&link, owned, source = s.source(), timeout, done = std::move(done)](
                       std::error_code ec, reply r) mutable {
@@ -216,7 +217,7 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
     std::vector<std::string_view> retry(owned->begin(), owned->end());
     link.send(retry, std::move(done), timeout);
   };
-  link.send(views, std::move(fallback), timeout, urgent);
+  link.send(views, std::move(fallback), timeout, urgent, c);
 }
 
 void router::dispatch(const std::shared_ptr<request>& r, net::connection& link, bool asking) {

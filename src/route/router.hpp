@@ -71,9 +71,11 @@ class router {
       : io_(io), servers_(std::move(servers)), follows_failovers_(servers_->follows_failovers()) {}
 
   // Queues `args` for `to`; `done` runs once (see net::connection::send). `urgent` puts it ahead
-  // of everything not yet written (release retries).
+  // of everything not yet written (release retries). `c`: see net::connection::caller; honoured
+  // on one server (elsewhere the routing's own completions need the I/O thread).
+  using caller = net::connection::caller;
   void send(target to, std::span<const std::string_view> args, net::completion done,
-            std::chrono::milliseconds timeout, bool urgent = false);
+            std::chrono::milliseconds timeout, bool urgent = false, caller c = caller::leaves);
 
   // Runs `s` on `to` by EVALSHA, and by EVAL when the server answers NOSCRIPT. The fallback goes
   // out after commands queued meanwhile: a caller that needs a script ordered before later
@@ -82,7 +84,8 @@ class router {
   // confirmation, a script that succeeded completes with the array [its reply, WAIT's reply].
   void eval(target to, const script& s, std::span<const std::string_view> keys,
             std::span<const std::string_view> args, std::chrono::milliseconds timeout,
-            net::completion done, bool urgent = false, confirmation confirm = {});
+            net::completion done, bool urgent = false, confirmation confirm = {},
+            caller c = caller::leaves);
 
   // Refuses (errc::invalid_argument, naming two of them) keys that a cluster would refuse with
   // CROSSSLOT. Nothing to check unless the deployment is a cluster.

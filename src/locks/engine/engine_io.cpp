@@ -5,7 +5,7 @@
 namespace dlock::locks {
 
 void engine_io::eval(const script_call& call, net::completion done, bool urgent,
-                     route::confirmation confirm) {
+                     route::confirmation confirm, route::router::caller c) {
   std::vector<std::string_view> keys(call.keys.begin(), call.keys.end());
   std::vector<std::string_view> args(call.args.begin(), call.args.end());
   use([&](route::router& router) {
@@ -23,7 +23,7 @@ void engine_io::eval(const script_call& call, net::completion done, bool urgent,
           }
           if (done) done(ec, std::move(r));
         },
-        urgent, confirm);
+        urgent, confirm, c);
   });
 }
 

@@ -52,8 +52,10 @@ lock_engine::lock_engine(asio::io_context& io, route::router& router, const lock
 void lock_engine::start() {
   releases_ = std::make_shared<release_queue>(
       [this](const script_call& call, bool urgent, std::function<void(std::error_code)> done) {
+        // The release's completion (retries, counters) may run on any thread.
         io_.eval(
-            call, [done = std::move(done)](std::error_code ec, const reply&) { done(ec); }, urgent);
+            call, [done = std::move(done)](std::error_code ec, const reply&) { done(ec); }, urgent,
+            {}, route::router::caller::writes);
       },
       counters_);
   watchdog_ = std::make_shared<watchdog>(io_, holds_, counters_,
@@ -168,7 +170,7 @@ void lock_engine::fire(const losses& lost) const noexcept {
 reply lock_engine::call(const script_call& c) {
   io_.check_not_io_thread();
   net::sync_call call;
-  io_.eval(c, call.handler());
+  io_.eval(c, call.handler(), false, {}, route::router::caller::waits);
   return call.wait();
 }
 
@@ -234,9 +236,9 @@ void lock_engine::leave_line(const lock_ref& lock, std::uint64_t owner) noexcept
   }
 }
 
-void lock_engine::send_attempt(const lock_ref& lock, const script_call& call,
-                               net::completion done) {
-  io_.eval(call, std::move(done), false, confirm_);
+void lock_engine::send_attempt(const lock_ref& lock, const script_call& call, net::completion done,
+                               route::router::caller c) {
+  io_.eval(call, std::move(done), false, confirm_, c);
   ++counters_.attempts;
   ++counters_.of(lock.protocol->kind()).attempts;
 }
@@ -290,7 +292,7 @@ attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t own
   attempt_request request{lock.name, p.owner, p.lease, p.known_holds};
   request.may_wait = may_wait;
   request.others_waiting = waiters_.waiting(lock) > 0;
-  send_attempt(lock, lock.protocol->attempt(request), c.handler());
+  send_attempt(lock, lock.protocol->attempt(request), c.handler(), route::router::caller::waits);
   std::string why;
   attempt_outcome outcome = read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);
   if (outcome.status != attempt_outcome::kind::held_by_other && !request.others_waiting) {
@@ -535,7 +537,8 @@ reply lock_engine::command(std::string_view routing_key, std::span<const std::st
   io_.check_not_io_thread();
   net::sync_call c;
   io_.use([&](route::router& router) {
-    router.send(route::target::key(routing_key), args, c.handler(), io_.request_timeout());
+    router.send(route::target::key(routing_key), args, c.handler(), io_.request_timeout(), false,
+                route::router::caller::waits);
   });
   return c.wait();
 }

@@ -140,8 +140,10 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   // `owner` gave up waiting for `lock`: the client (or, for a type that waits_by_owner(), that
   // owner) leaves the server's line.
   void leave_line(const lock_ref& lock, std::uint64_t owner) noexcept;
-  // Sends an attempt (with WAIT behind it when min_replicas asks for it).
-  void send_attempt(const lock_ref& lock, const script_call& call, net::completion done);
+  // Sends an attempt (with WAIT behind it when min_replicas asks for it). `c`: see
+  // net::connection::caller.
+  void send_attempt(const lock_ref& lock, const script_call& call, net::completion done,
+                    route::router::caller c = route::router::caller::leaves);
   // Reads an attempt's reply and records it. With min_replicas, a first hold that fewer replicas
   // acknowledged is undone (a token-checked release) and reads as held by another for
   // replica_timeout; `unconfirmed` says so. Throws errc::protocol_error for a malformed reply.

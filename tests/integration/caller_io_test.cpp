@@ -1,0 +1,236 @@
+// The caller's own I/O (src/net/connection.hpp): a thread that blocks for its reply anyway writes
+// its request and reads the replies itself while the link is free, against a real redis-server.
+// Checked: that the shortcut is taken (and where it must not be), that every reply still reaches
+// its own request when callers, the I/O thread and asynchronous traffic share the link, and that
+// a server that closes, dies or stalls under a reading caller costs that caller a clear error
+// and nothing else.
+#include <gtest/gtest.h>
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <latch>
+#include <thread>
+#include <vector>
+
+#include "dlock/client.hpp"
+#include "dlock/error.hpp"
+#include "dlock/mutex.hpp"
+#include "net/connection.hpp"
+#include "support/redis_fixture.hpp"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::redis_server;
+using test::unique_key;
+using caller = net::connection::caller;
+
+// How long past a deadline a blocked call may take to return on a loaded 2-vCPU machine.
+constexpr auto return_slack = 1500ms;
+
+// One net::connection on its own I/O thread, as a client makes it.
+class link_under_test {
+ public:
+  explicit link_under_test(const std::string& url)
+      : options_(client_options::from_url(url)),
+        link_(std::make_shared<net::connection>(io_, options_, nullptr)),
+        guard_(asio::make_work_guard(io_)),
+        io_thread_([this] { io_.run(); }) {
+    link_->start();
+  }
+  ~link_under_test() {
+    link_->stop();
+    guard_.reset();
+    io_thread_.join();
+  }
+  net::connection& link() { return *link_; }
+  std::thread::id io_thread_id() const { return io_thread_.get_id(); }
+
+  // Sends `args` with `c` and blocks until its completion ran; returns the reply and the thread
+  // the completion ran on.
+  std::pair<reply, std::thread::id> call(std::initializer_list<std::string_view> args, caller c) {
+    std::promise<std::pair<reply, std::thread::id>> done;
+    auto result = done.get_future();
+    const std::vector<std::string_view> views(args);
+    link_->send(
+        views,
+        [&done](std::error_code, reply r) {
+          done.set_value({std::move(r), std::this_thread::get_id()});
+        },
+        options_.request_timeout, false, c);
+    return result.get();
+  }
+
+ private:
+  asio::io_context io_;
+  client_options options_;
+  std::shared_ptr<net::connection> link_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::thread io_thread_;
+};
+
+TEST(CallerIo, AWaitingCallerWritesAndReadsItsOwnRequestOnAFreeLink) {
+  redis_server server;
+  link_under_test t(server.url());
+  // The first request waits for the link to come up: the I/O thread sends it.
+  EXPECT_EQ(t.call({"PING"}, caller::leaves).second, t.io_thread_id());
+  int on_caller = 0;
+  for (int i = 0; i < 100; ++i) {
+    const auto [r, where] = t.call({"ECHO", std::to_string(i)}, caller::waits);
+    ASSERT_EQ(r.str, std::to_string(i));
+    on_caller += where == std::this_thread::get_id();
+  }
+  // Nothing else uses the link: every one of them is the caller's own (a health-check PING of
+  // the I/O thread may take one turn).
+  EXPECT_GE(on_caller, 99);
+  // A caller that does not wait leaves the completion to the I/O thread.
+  EXPECT_EQ(t.call({"PING"}, caller::leaves).second, t.io_thread_id());
+}
+
+TEST(CallerIo, ABusyLinkStaysWithTheIoThreadAndItsBatching) {
+  redis_server server;
+  link_under_test t(server.url());
+  ASSERT_EQ(t.call({"PING"}, caller::leaves).first.str, "PONG");
+  // A blocked command keeps the link busy: replies of later commands wait behind it.
+  const std::string list = unique_key("list");
+  std::promise<reply> blpop_done;
+  const std::vector<std::string_view> blpop{"BLPOP", list, "5"};
+  t.link().send(
+      blpop, [&](std::error_code, reply r) { blpop_done.set_value(std::move(r)); }, 10s);
+  std::promise<reply> echo_done;
+  const std::vector<std::string_view> echo{"ECHO", "queued"};
+  t.link().send(
+      echo, [&](std::error_code, reply r) { echo_done.set_value(std::move(r)); }, 10s);
+  // Two replies are due before a third request's own: the caller does not take the link.
+  auto third = std::async(std::launch::async, [&] {
+    return t.call({"ECHO", "third"}, caller::waits);
+  });
+  server.cli({"RPUSH", list, "x"});
+  EXPECT_EQ(blpop_done.get_future().get().elements.size(), 2u);
+  EXPECT_EQ(echo_done.get_future().get().str, "queued");
+  const auto [r, where] = third.get();
+  EXPECT_EQ(r.str, "third");
+  EXPECT_EQ(where, t.io_thread_id());
+}
+
+// Callers that read for themselves, a thread that floods asynchronous commands and lock cycles
+// share one client: every reply must still reach its own request.
+TEST(CallerIo, RepliesReachTheirRequestsWhenCallersAndTheIoThreadTakeTurnsReading) {
+  redis_server server;
+  client c{server.url()};
+  constexpr int sync_threads = 3;
+  constexpr int per_thread = 3000;
+  constexpr int async_total = 20000;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < sync_threads; ++t) {
+    threads.emplace_back([&, key = unique_key("sync" + std::to_string(t))] {
+      for (int i = 1; i <= per_thread; ++i) {
+        if (c.command({"INCR", key}).integer != i) ++wrong;
+      }
+    });
+  }
+  const std::string async_key = unique_key("async");
+  std::vector<std::int64_t> seen(async_total, -1);
+  std::latch async_done(async_total);
+  threads.emplace_back([&] {
+    for (int i = 0; i < async_total; ++i) {
+      c.async_command({"INCR", async_key}, [&, i](std::error_code ec, reply r) {
+        seen[static_cast<std::size_t>(i)] = ec ? -2 : r.integer;
+        async_done.count_down();
+      });
+      if (i % 64 == 0) std::this_thread::yield();  // leave the link free now and then
+    }
+  });
+  std::atomic<int> cycles{0};
+  threads.emplace_back([&] {
+    mutex m = c.get_lock(unique_key("lock"));
+    for (int i = 0; i < 1000; ++i) {
+      m.lock();
+      cycles += m.is_held_by_current_thread() ? 1 : 0;
+      m.unlock();
+    }
+  });
+  for (auto& t : threads)
+    t.join();
+  async_done.wait();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(cycles.load(), 1000);
+  int out_of_order = 0;
+  for (int i = 0; i < async_total; ++i)
+    out_of_order += seen[static_cast<std::size_t>(i)] != i + 1;
+  EXPECT_EQ(out_of_order, 0);
+}
+
+// The I/O thread stops watching a link that callers read alone; a server that restarted meanwhile
+// must not cost the next call its request.
+TEST(CallerIo, AServerRestartedWhileTheLinkWasIdleIsNoticedBeforeTheNextCallWrites) {
+  redis_server server;
+  client c{server.url()};
+  for (int i = 0; i < 50; ++i)
+    ASSERT_EQ(c.command({"PING"}).str, "PONG");
+  server.kill(SIGKILL);
+  server.start();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NO_THROW({ EXPECT_EQ(c.command({"ECHO", "after"}).str, "after"); }) << "call " << i;
+  }
+}
+
+TEST(CallerIo, AServerKilledUnderAReadingCallerFailsThatCallAtOnce) {
+  redis_server server;
+  client c{server.url()};
+  ASSERT_EQ(c.command({"PING"}).str, "PONG");
+  const std::string list = unique_key("list");
+  auto blocked = std::async(std::launch::async, [&] {
+    const auto started = std::chrono::steady_clock::now();
+    std::error_code ec;
+    try {
+      c.command({"BLPOP", list, "30"});
+    } catch (const error& e) {
+      ec = e.code();
+    }
+    return std::make_pair(ec, std::chrono::steady_clock::now() - started);
+  });
+  // The BLPOP is on the server once a client is blocked.
+  for (int i = 0;
+       i < 500 && server.cli({"INFO", "clients"}).find("blocked_clients:1") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  server.kill(SIGKILL);
+  ASSERT_EQ(blocked.wait_for(5s), std::future_status::ready) << "the reading caller hung";
+  const auto [ec, took] = blocked.get();
+  EXPECT_EQ(ec, errc::connection_lost);
+  EXPECT_LT(took, 5s);
+  server.start();
+  EXPECT_EQ(c.command({"ECHO", "back"}).str, "back");
+}
+
+// A caller that gives up at its deadline leaves the request to the I/O thread's timer; the late
+// reply is dropped, and the next call gets its own.
+TEST(CallerIo, ACallerThatTimesOutWhileReadingLeavesTheLinkInStep) {
+  redis_server server;
+  client_options options = client_options::from_url(server.url());
+  options.request_timeout = 300ms;
+  client c{options};
+  ASSERT_EQ(c.command({"PING"}).str, "PONG");
+  const std::string list = unique_key("list");
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    c.command({"BLPOP", list, "10"});
+    ADD_FAILURE() << "BLPOP returned before its timeout";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::timeout) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, options.request_timeout + return_slack);
+  // The BLPOP's reply arrives now and must go nowhere.
+  server.cli({"RPUSH", list, "late"});
+  EXPECT_EQ(c.command({"ECHO", "next"}).str, "next");
+  EXPECT_EQ(c.command({"LLEN", list}).integer, 0);
+}
+
+}  // namespace
+}  // namespace dlock
