@@ -26,7 +26,8 @@
 //            to holding), client commands per acquisition
 //   h        handoff between two processes: A holds, B waits in lock(); A unlocks at t0 and B's
 //            lock() returns at t1 (both read CLOCK_MONOTONIC, common to the machine's processes);
-//            p50/p99 of t1 - t0
+//            p50/p99 of t1 - t0; also for the floor: the seeds' lock with an unlock message on
+//            hiredis without threads (a waiter sleeps in its subscriber socket's read)
 // RTT is the median of --pings synchronous hiredis PINGs. "lock p50" of (a) is the uncontended
 // lock() latency. Client commands come from INFO commandstats after CONFIG RESETSTAT, minus the
 // commands the lock scripts run inside Redis. The targets of issue 15 are printed beside the
@@ -88,6 +89,10 @@ using namespace std::chrono_literals;
 constexpr std::string_view naive_release_lua =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end "
     "return 0";
+// The handoff floor's release: the same, and an unlock message on KEYS[2].
+constexpr std::string_view floor_release_lua =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) "
+    "redis.call('publish', KEYS[2], '0') return 1 end return 0";
 // Commands the lock scripts of either side run inside Redis: not sent by a client.
 constexpr std::string_view script_inner_commands[] = {
     "exists", "hexists", "hset",    "hget", "hincrby",  "hdel", "pexpire", "pttl",  "type",
@@ -253,6 +258,43 @@ class naive_lock {
   std::chrono::milliseconds retry_;
 };
 
+// The handoff's floor: the seeds' lock with an unlock message, on a synchronous C client with no
+// thread of its own (hiredis): a waiter subscribes, sleeps in the socket read until the message
+// comes and then attempts; the release is one small script. What any client pays here for a
+// wake-up by pub/sub, with no hand-off between threads and the least work in Redis.
+class floor_lock {
+ public:
+  floor_lock(const redis_endpoint& at, std::string key)
+      : c_(connect_hiredis(at)),
+        sub_(connect_hiredis(at)),
+        key_(std::move(key)),
+        channel_(key_ + ":unlocked") {
+    token_ = std::to_string(::getpid());
+    sha_ = run(c_.get(), {"SCRIPT", "LOAD", std::string(floor_release_lua)})->str;
+    run(sub_.get(), {"SUBSCRIBE", channel_});  // the confirmation
+  }
+  void lock() {
+    for (;;) {
+      const hiredis_reply r = run(c_.get(), {"SET", key_, token_, "NX", "PX", "30000"});
+      if (r->type == REDIS_REPLY_STATUS) return;
+      void* message = nullptr;
+      if (redisGetReply(sub_.get(), &message) != REDIS_OK) {
+        throw std::runtime_error(std::string("hiredis: ") + sub_->errstr);
+      }
+      freeReplyObject(message);
+    }
+  }
+  void unlock() { run(c_.get(), {"EVALSHA", sha_, "2", key_, channel_, token_}); }
+
+ private:
+  hiredis_context c_;
+  hiredis_context sub_;
+  std::string key_;
+  std::string channel_;
+  std::string token_;
+  std::string sha_;
+};
+
 // --- children ----------------------------------------------------------------------------------
 
 // A lock either side's child uses: lock() blocks until held.
@@ -271,6 +313,16 @@ class dlock_side final : public any_lock {
 
  private:
   dlock::mutex m_;
+};
+
+class floor_side final : public any_lock {
+ public:
+  floor_side(const redis_endpoint& at, const std::string& key) : l_(at, key) {}
+  void lock() override { l_.lock(); }
+  void unlock() override { l_.unlock(); }
+
+ private:
+  floor_lock l_;
 };
 
 class naive_side final : public any_lock {
@@ -339,6 +391,7 @@ std::unique_ptr<any_lock> make_lock(const child_args& a, dlock::client* client,
   if (a.side == "naive") {
     return std::make_unique<naive_side>(naive_lock(endpoint_of(a.url), key, retry));
   }
+  if (a.side == "floor") return std::make_unique<floor_side>(endpoint_of(a.url), key);
 #ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
   if (a.side == "redis++") return std::make_unique<rpp_side>(endpoint_of(a.url), key, retry);
 #endif
@@ -819,7 +872,9 @@ int run_parent(const bench_options& o) {
     std::printf("uncontended lock() p50 (%s, scenario a): %.1f us = %.2f RTT%s\n", side.c_str(), us,
                 us / rtt_us, side == "dlock" ? " (target <= 1.3)" : "");
   }
-  for (const std::string& side : sides) {
+  std::vector<std::string> handoff_sides = sides;
+  handoff_sides.emplace_back("floor");
+  for (const std::string& side : handoff_sides) {
     if (scripts.count(side) != 0) continue;  // the scripts measure (h) in one process only
     std::vector<double> all;
     for (int round = 0; round < o.repeat; ++round) {
@@ -828,7 +883,10 @@ int run_parent(const bench_options& o) {
     }
     std::printf("handoff between two processes (%s): p50 %.1f us = %.2f RTT, p99 %.1f us%s\n",
                 side.c_str(), percentile(all, 50), percentile(all, 50) / rtt_us,
-                percentile(all, 99), side == "dlock" ? " (target p50 <= 3 RTT)" : "");
+                percentile(all, 99),
+                side == "dlock"   ? " (target p50 <= 3 RTT)"
+                : side == "floor" ? " (hiredis, no threads, woken by pub/sub: the floor)"
+                                  : "");
   }
   print_idle("\nmachine idle after the runs: ", "");
   return 0;

@@ -140,6 +140,9 @@ void connection::do_stop() {
 void connection::drop_shared_socket_locked() {
   ++link_epoch_;
   reader_failure_.clear();
+  // The next link starts with the I/O thread's read armed (on_transport_connected).
+  io_parked_ = false;
+  io_wants_to_read_ = false;
   if (!shared_socket_) return;
   ::shutdown(shared_socket_->fd, SHUT_RDWR);
   shared_socket_.reset();
@@ -201,8 +204,8 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
           queue_.push(args, std::move(done), deadline);
           break;
       }
-      if (deadline < armed_deadline_) {
-        armed_deadline_ = deadline;
+      if (deadline < armed_deadline_ || timer_stale_) {
+        armed_deadline_ = std::min(armed_deadline_, deadline);
         rearm_timer = true;
       }
       if (state_ == state::ready && !write_scheduled_) {
@@ -289,6 +292,8 @@ void connection::connect() {
     // A caller of the old link may still hold the reader role: the next reader starts afresh.
     std::lock_guard lock(mutex_);
     ++link_epoch_;
+    io_parked_ = false;
+    io_wants_to_read_ = false;
   } else {
     parser_.reset();
     read_filled_ = 0;
@@ -487,6 +492,8 @@ void connection::on_connect_failed(std::error_code ec, const std::string& detail
     if (state_ == state::stopped) return;
     state_ = state::waiting_to_reconnect;
     write_scheduled_ = false;
+    drop_shared_socket_locked();
+    failed.swap(handed_over_);
     last_failure_ = message;
     // Nothing of these reached the server, but their callers should hear that it is unreachable
     // now rather than wait out a reconnect that may never succeed.
@@ -512,6 +519,7 @@ void connection::on_link_error(std::error_code ec, const std::string& detail) {
     state_ = state::connecting;
     write_scheduled_ = false;
     drop_shared_socket_locked();
+    failed.swap(handed_over_);  // replies read before the loss: they complete first, in order
     queue_.fail_written(ec, "connection to " + current_address().endpoint() + " lost: " + detail,
                         failed);
     if (mode_ == mode::push) {
@@ -563,7 +571,6 @@ void connection::read() {
         if (self->reader_ == reader::caller) {
           // The caller reads; it wakes us if it leaves anything unread (see io_parked_).
           self->io_parked_ = true;
-          self->io_wants_to_read_ = true;
           return;
         }
       }
@@ -600,22 +607,26 @@ void connection::read_available() {
   std::string failure;
   bool rearm_timer = false;
   bool rearm_read = false;
+  bool took_role = false;
   {
     std::lock_guard lock(mutex_);
+    rearm_timer = std::exchange(timer_stale_, false);
     rearm_read = std::exchange(io_parked_, false);
     if (reader_ != reader::none) {
       io_wants_to_read_ = true;  // the caller hands the role back with a call here
       io_parked_ = rearm_read;
-      return;
+    } else {
+      took_role = true;
+      reader_ = reader::io_thread;
+      io_wants_to_read_ = false;
+      begin_reading_locked();
+      handed.swap(handed_over_);
+      failure = std::move(reader_failure_);
+      reader_failure_.clear();
     }
-    reader_ = reader::io_thread;
-    io_wants_to_read_ = false;
-    begin_reading_locked();
-    handed.swap(handed_over_);
-    failure = std::move(reader_failure_);
-    reader_failure_.clear();
-    rearm_timer = std::exchange(timer_stale_, false);
   }
+  if (rearm_timer) arm_timeout_timer();
+  if (!took_role) return;
   struct release_role {
     connection& c;
     ~release_role() {
@@ -623,7 +634,6 @@ void connection::read_available() {
       c.reader_ = reader::none;
     }
   } release{*this};
-  if (rearm_timer) arm_timeout_timer();
   for (auto& f : handed)  // earlier in the stream than anything read now
     f.run();
   if (!link_readable_) return;
@@ -722,7 +732,9 @@ bool connection::claim_caller_turn(caller c, placement where, caller_turn& turn)
   caller_writing_ = true;
   turn.socket = shared_socket_;
   turn.epoch = link_epoch_;
-  if (c == caller::waits && reader_ == reader::none) {
+  // Reading, the caller would complete its own request before earlier ones whose completions
+  // must wait for the I/O thread: it reads only behind requests whose completions run anywhere.
+  if (c == caller::waits && reader_ == reader::none && queue_.written_run_anywhere()) {
     reader_ = reader::caller;
     begin_reading_locked();
     turn.reads = true;
@@ -798,13 +810,16 @@ void connection::take_caller_turn(caller_turn& turn) {
       received_since_tick_ = true;
     }
   }
+  // The stream ended right behind the replies we needed: the I/O thread must hear of it.
+  if (failure.empty() && !end_of_stream.empty()) failure = end_of_stream;
   if (!turn.reads) {
     // A request this caller does not read needs a reader that is sure to come: the I/O thread,
     // unless it is armed already or a caller reading now leaves the reply to it.
     bool wake_io_thread = !wrote;
     {
       std::lock_guard lock(mutex_);
-      if (io_parked_ && reader_ != reader::caller) wake_io_thread = true;
+      // Its timeout needs the I/O thread's timer armed (rarely: see timer_stale_).
+      if ((io_parked_ && reader_ != reader::caller) || timer_stale_) wake_io_thread = true;
     }
     if (wake_io_thread) asio::post(io_, [self = shared_from_this()] { self->read_available(); });
     return;
@@ -819,9 +834,11 @@ void connection::take_caller_turn(caller_turn& turn) {
     if (gave_up) timer_stale_ = true;
     // A parked I/O thread is woken only when replies are left for it; an armed one whenever it
     // met the role taken (bytes may wait that no new readiness will announce).
-    // A caller that gave up needs the I/O thread's timer to complete its request.
-    wake_io_thread = gave_up || !handed_over_.empty() || !reader_failure_.empty() ||
-                     (io_parked_ ? queue_.written() > 0 : io_wants_to_read_);
+    // A caller that gave up needs the I/O thread's timer to complete its request; a new link
+    // (the epoch moved) may have bytes the I/O thread met while we held the role.
+    wake_io_thread = gave_up || stale || link_epoch_ != turn.epoch || !handed_over_.empty() ||
+                     !reader_failure_.empty() || io_wants_to_read_ ||
+                     (io_parked_ && queue_.written() > 0);
   }
   if (wake_io_thread) asio::post(io_, [self = shared_from_this()] { self->read_available(); });
 }

@@ -77,6 +77,11 @@ void request_queue::expire(clock::time_point now, finished_list& out,
   }
 }
 
+bool request_queue::written_run_anywhere() const noexcept {
+  return std::all_of(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(written_),
+                     [](const entry& e) { return e.any_thread || !e.done; });
+}
+
 std::optional<clock::time_point> request_queue::next_deadline() const {
   std::optional<clock::time_point> earliest;
   for (const entry& e : entries_) {

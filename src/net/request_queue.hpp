@@ -90,6 +90,9 @@ class request_queue {
   // The earliest deadline of a request still waiting for its completion.
   std::optional<clock::time_point> next_deadline() const;
 
+  // Whether every written request's completion may run on any thread (or has none left).
+  bool written_run_anywhere() const noexcept;
+
   std::size_t size() const noexcept { return entries_.size(); }
   std::size_t written() const noexcept { return written_; }
 

@@ -399,6 +399,40 @@ TEST(FaultChecker, CountsHandOvers) {
   EXPECT_EQ(r.handoffs, 2U);
 }
 
+// A worker killed after it said it releases (U) and before its R line: the lock may be free at
+// once (the unlocking thread writes the release itself), so its hold ended at U, not at the kill.
+TEST(FaultChecker, AHolderKilledBetweenItsReleaseAndItsRecordEndedAtTheRelease) {
+  const std::string path = testing::TempDir() + "fault-u-records-" + std::to_string(::getpid());
+  {
+    std::ofstream out(path);
+    out << "W 1 0 123 client\n"
+        << "A 100 5\n"
+        << "U 100 200\n"
+        << "R 100 200 0 5 1 0\n"
+        << "A 300 6\n"
+        << "U 300 400\n";  // killed at 450, before the R line
+  }
+  std::vector<hold> holds;
+  std::uint64_t errors = 0;
+  dlock::fault::worker_file file{1, 0, 450, path, false};
+  ASSERT_TRUE(read_worker_file(file, holds, errors));
+  std::filesystem::remove(path);
+  ASSERT_EQ(holds.size(), 2U);
+  EXPECT_EQ(holds[0].believed_end(), 200);
+  EXPECT_EQ(holds[0].write, 1);  // the R line still completes a hold its U line ended
+  EXPECT_EQ(holds[1].believed_end(), 400);
+  EXPECT_EQ(holds[1].killed, 0);
+  // Another worker took the lock between the release and the kill: no overlap.
+  hold next;
+  next.worker = 2;
+  next.acquired = 420;
+  next.released = 500;
+  next.token = 7;
+  holds.push_back(next);
+  const check_result r = check(holds, {}, {}, errors);
+  EXPECT_EQ(r.overlaps, 0U);
+}
+
 TEST(FaultChecker, ReadsTheRecordsOfADlockExecWorker) {
   const std::string path = testing::TempDir() + "fault-cli-records-" + std::to_string(::getpid());
   {

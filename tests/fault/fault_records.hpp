@@ -8,6 +8,10 @@
 // A worker's record file (one per worker process life, append-only, one write() per line):
 //   W <worker> <life> <pid> <client id>         once, before the first acquisition
 //   A <acquired_ns> <token>                     the lock is held (written right after lock())
+//   U <acquired_ns> <end_ns>                    the holder calls unlock() next (written before
+//                                               it: the release may free the lock at once, and
+//                                               a kill -9 before the R line must not stretch the
+//                                               hold to the kill)
 //   R <acquired_ns> <end_ns> <lost_ns> <token> <write> <unlock>
 //                                               the hold ended: end_ns is when unlock() was
 //                                               called, lost_ns when the hold's stop_token fired
@@ -234,20 +238,30 @@ inline bool read_worker_file(const worker_file& file, std::vector<hold>& out,
       open[h.acquired] = out.size();
       all[h.acquired] = out.size();
       out.push_back(h);
+    } else if (kind == "U") {
+      std::int64_t acquired = 0;
+      std::int64_t end = 0;
+      fields >> acquired >> end;
+      if (!fields) continue;
+      last_time = end;
+      const auto it = open.find(acquired);
+      if (it == open.end()) continue;
+      out[it->second].released = end;
+      open.erase(it);  // no longer held by a kill; the R line still completes it
     } else if (kind == "R") {
       std::int64_t acquired = 0;
       hold r;
       fields >> acquired >> r.released >> r.lost >> r.token >> r.write >> r.unlock;
       if (!fields) continue;  // a line cut by kill -9
       last_time = r.released;
-      const auto it = open.find(acquired);
-      if (it == open.end()) continue;
+      const auto it = all.find(acquired);
+      if (it == all.end()) continue;
+      open.erase(acquired);
       hold& h = out[it->second];
       h.released = r.released;
       h.lost = r.lost;
       h.write = r.write;
       h.unlock = r.unlock;
-      open.erase(it);
     } else if (kind == "X") {
       std::int64_t acquired = 0;
       std::int64_t gone = 0;

@@ -143,6 +143,7 @@ int run(const worker_options& o) {
                      " write: " + one_line(e.what()));
       }
       end = dlock::fault::now_ns();
+      records.line("U " + std::to_string(acquired) + " " + std::to_string(end));
       if (!o.no_lock) unlock = m.unlock_checked().value();
     }
     records.line("R " + std::to_string(acquired) + " " + std::to_string(end) + " " +
