@@ -47,15 +47,17 @@ class waiting_clients {
                   bool plain = false) {
     for (int i = 0; i < n; ++i) {
       clients_.push_back(std::make_unique<client>(server.url()));
-      threads_.emplace_back([this, i, name, plain] {
+      // The pointer, not clients_[i]: the next push_back moves the vector's elements.
+      client* const mine = clients_.back().get();
+      threads_.emplace_back([this, i, name, plain, mine] {
         if (plain) {
-          plain_lock m = clients_[i]->get_plain_lock(name);
+          plain_lock m = mine->get_plain_lock(name);
           m.lock();
           record(i);
           m.unlock();
           return;
         }
-        mutex m = clients_[i]->get_lock(name);
+        mutex m = mine->get_lock(name);
         m.lock();
         {
           std::lock_guard lock(order_mutex_);
