@@ -59,10 +59,7 @@ class client {
   explicit client(std::string_view url);
   explicit client(client_options options);
   // For dlock's internals (Redlock's masters): a client driven by the I/O thread of `io`, which
-  // must outlive it, instead of a thread of its own. Its async_eval() may write the command on
-  // the calling thread when the link is free, and its completions may then run on whichever
-  // thread reads the reply: they must not need the I/O thread (Redlock's gather replies under a
-  // mutex).
+  // must outlive it, instead of a thread of its own.
   client(client_options options, detail::shared_io& io);
   ~client();
 

@@ -317,12 +317,7 @@ void client::async_eval(const script& s, std::span<const std::string_view> keys,
                         std::span<const std::string_view> args, reply_handler done) {
   core::check_same_process(impl_->made_in);
   const auto to = keys.empty() ? route::target::any_master() : route::target::key(keys.front());
-  // A Redlock attempt goes to N masters from the caller's thread: written there, it wakes the
-  // shared I/O thread only for the replies (see the internal constructor).
-  const auto c =
-      impl_->shared_io != nullptr ? route::router::caller::writes : route::router::caller::leaves;
-  impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, std::move(done), false, {},
-                     c);
+  impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, std::move(done));
 }
 
 dlock::lock_metrics client::lock_metrics() const noexcept {
