@@ -28,7 +28,11 @@
 //            lock() returns at t1 (both read CLOCK_MONOTONIC, common to the machine's processes);
 //            p50/p99 of t1 - t0; also for the floor: the seeds' lock with an unlock message on
 //            hiredis without threads (a waiter sleeps in its subscriber socket's read)
-// RTT is the median of --pings synchronous hiredis PINGs. "lock p50" of (a) is the uncontended
+// RTT is the median of --pings synchronous hiredis PINGs made by a child process pinned to another
+// vCPU than the server's main thread (the sides' processes are not pinned, and on an otherwise
+// idle machine they mostly run on another vCPU than the server: the naive lock's own SET costs
+// about this RTT); the same PING with both on one vCPU is printed beside it, several times
+// cheaper on a VM, where waking an idle vCPU is dear. "lock p50" of (a) is the uncontended
 // lock() latency. Client commands come from INFO commandstats after CONFIG RESETSTAT, minus the
 // commands the lock scripts run inside Redis. The targets of issue 15 are printed beside the
 // figures, not enforced; the exit status is non-zero only on errors.
@@ -39,6 +43,7 @@
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -381,7 +386,19 @@ struct child_args {
   int think_us = 0;
   int naive_retry_ms = 10;
   std::int64_t start_ns = 0;  // when every process starts its clock (CLOCK_MONOTONIC)
+  int pings = 2000;
+  int cpu = -1;  // the ping child: the vCPU it pins itself to (-1: none)
 };
+
+// Pins thread or process `pid` (0: the calling thread) to `cpu`, or lets it run anywhere (-1).
+bool pin(pid_t pid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned c = 0; c < cpus; ++c)
+    if (cpu < 0 || static_cast<unsigned>(cpu) == c) CPU_SET(c, &set);
+  return ::sched_setaffinity(pid, sizeof set, &set) == 0;
+}
 
 // A lock of `side` on `key`; `client` is the process's dlock::client (dlock side only).
 std::unique_ptr<any_lock> make_lock(const child_args& a, dlock::client* client,
@@ -443,6 +460,13 @@ int run_load_child(const child_args& a) {
   }
   locks.clear();
   client.reset();
+  return 0;
+}
+
+// The ping child: on vCPU a.cpu if given, prints "rtt_us <median synchronous hiredis PING>".
+int run_ping_child(const child_args& a) {
+  if (a.cpu >= 0 && !pin(0, a.cpu)) throw std::runtime_error("cannot pin to a vCPU");
+  std::printf("rtt_us %.3f\n", median_ping_us(endpoint_of(a.url), a.pings));
   return 0;
 }
 
@@ -696,6 +720,18 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
   return r;
 }
 
+// The median PING of a child process on vCPU `cpu` (-1: anywhere).
+double rtt_in_child(const bench_options& o, const std::string& url, int cpu) {
+  child_process c({"dlock_bench_processes", "--child", "ping", "--url", url, "--pings",
+                   std::to_string(o.pings), "--cpu", std::to_string(cpu)},
+                  false);
+  double us = 0;
+  for (const std::string& line : c.read_all())
+    if (line.rfind("rtt_us ", 0) == 0) us = std::strtod(line.c_str() + 7, nullptr);
+  if (c.wait() != 0 || us <= 0) throw std::runtime_error("the ping child failed");
+  return us;
+}
+
 std::vector<double> run_handoff(const bench_options& o, const std::string& url,
                                 dlock::client& admin, const std::string& side) {
   const std::string key = "bench:handoff:" + side;
@@ -776,8 +812,24 @@ int run_parent(const bench_options& o) {
               info_field(info, "redis_version").c_str(), url.c_str(), cpu_model().c_str(),
               std::thread::hardware_concurrency());
   print_idle("machine idle before the runs: ", "");
-  const double rtt_us = median_ping_us(endpoint_of(url), o.pings);
-  std::printf("RTT (median synchronous hiredis PING): %.1f us\n", rtt_us);
+  const double here_us = median_ping_us(endpoint_of(url), o.pings);
+  const double anywhere_us = rtt_in_child(o, url, -1);
+  double rtt_us = anywhere_us;
+  if (server && std::thread::hardware_concurrency() >= 2 && pin(server->pid(), 0)) {
+    const double same_us = rtt_in_child(o, url, 0);
+    rtt_us = rtt_in_child(o, url, 1);
+    pin(server->pid(), -1);
+    std::printf(
+        "RTT (median synchronous hiredis PING, client and server on different vCPUs): "
+        "%.1f us\n  same vCPU: %.1f us; unpinned child process: %.1f us; this process "
+        "(the unit before session 9): %.1f us\n",
+        rtt_us, same_us, anywhere_us, here_us);
+  } else {
+    std::printf(
+        "RTT (median synchronous hiredis PING, unpinned child process; the server is "
+        "not ours to pin): %.1f us\n  this process: %.1f us\n",
+        rtt_us, here_us);
+  }
   std::printf("thread hand-off (median, condition variable, one way): %.1f us\n",
               median_thread_handoff_us(o.pings));
 
@@ -927,14 +979,17 @@ int main(int argc, char** argv) {
   app.add_option("--hold-us", child.hold_us)->group("");
   app.add_option("--think-us", child.think_us)->group("");
   app.add_option("--start-ns", child.start_ns)->group("");
+  app.add_option("--cpu", child.cpu)->group("");
   CLI11_PARSE(app, argc, argv);
   if (o.python == "none") o.python.clear();
   if (o.node == "none") o.node.clear();
   child.seconds = o.seconds;
   child.naive_retry_ms = o.naive_retry_ms;
+  child.pings = o.pings;
   try {
     if (child_role == "load") return run_load_child(child);
     if (child_role == "handoff") return run_handoff_child(child);
+    if (child_role == "ping") return run_ping_child(child);
     return run_parent(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlock_bench_processes: %s\n", e.what());

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,15 @@ constexpr std::size_t initial_read_buffer = 16 * 1024;
 // its own: one thread's release ahead of its next lock, not the traffic of many threads, whose
 // commands the I/O thread batches better.
 constexpr std::size_t max_replies_ahead = 1;
+
+// How long a reply a caller left unread (its release's) may wait for the next caller to read it
+// before the I/O thread does: short against any request timeout, long against a lock + unlock
+// cycle, so that a thread that locks again at once is the one that reads it.
+constexpr auto read_soon_delay = std::chrono::microseconds(1000);
+
+int make_read_soon_timer(bool wanted) {
+  return wanted ? ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1;
+}
 
 bool starts_with(const std::string& s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
@@ -97,6 +107,7 @@ connection::connection(asio::io_context& io, const client_options& options,
       tls_context_(std::move(tls_context)),
       mode_(m),
       callers_may_do_io_(m == mode::request_reply && !options.tls.enabled),
+      read_soon_timer_(make_read_soon_timer(callers_may_do_io_)),
       read_buffer_(initial_read_buffer),
       connect_timer_(io),
       reconnect_timer_(io),
@@ -105,7 +116,9 @@ connection::connection(asio::io_context& io, const client_options& options,
       backoff_(options.reconnect_delay_min, options.reconnect_delay_max),
       jitter_(std::random_device{}()) {}
 
-connection::~connection() = default;
+connection::~connection() {
+  if (read_soon_timer_ >= 0) ::close(read_soon_timer_);
+}
 
 void connection::start() {
   asio::post(io_, [self = shared_from_this()] { self->connect(); });
@@ -120,7 +133,7 @@ void connection::do_stop() {
   ++generation_;
   if (transport_) transport_->close();
   link_readable_ = false;
-  hangup_watch_.reset();
+  idle_watch_.reset();
   connect_timer_.cancel();
   reconnect_timer_.cancel();
   timeout_timer_.cancel();
@@ -143,6 +156,7 @@ void connection::drop_shared_socket_locked() {
   // The next link starts with the I/O thread's read armed (on_transport_connected).
   io_parked_ = false;
   io_wants_to_read_ = false;
+  read_soon_watched_ = false;
   if (!shared_socket_) return;
   ::shutdown(shared_socket_->fd, SHUT_RDWR);
   shared_socket_.reset();
@@ -432,7 +446,7 @@ void connection::on_ready() {
   connect_timer_.cancel();
   backoff_.reset();
   bool kick_writer = false;
-  if (callers_may_do_io_) watch_for_hangup();
+  if (callers_may_do_io_) watch_idle_link();
   {
     std::lock_guard lock(mutex_);
     state_ = state::ready;
@@ -451,7 +465,7 @@ void connection::on_ready() {
   if (kick_writer) write();
 }
 
-void connection::watch_for_hangup() {
+void connection::watch_idle_link() {
   const int watch = ::epoll_create1(EPOLL_CLOEXEC);
   if (watch < 0) return;  // then only the health check notices a server closing an idle link
   epoll_event interest{};
@@ -460,20 +474,38 @@ void connection::watch_for_hangup() {
     ::close(watch);
     return;
   }
-  hangup_watch_ = std::make_unique<asio::posix::stream_descriptor>(io_, watch);
-  hangup_watch_->async_wait(
-      asio::posix::stream_descriptor::wait_read,
-      [self = shared_from_this(), generation = generation_](std::error_code ec) {
-        if (ec || generation != self->generation_) return;
-        self->read_available();  // reads the end of the stream
-      });
+  epoll_event timer{};
+  timer.events = EPOLLIN;
+  const bool has_timer =
+      read_soon_timer_ >= 0 && ::epoll_ctl(watch, EPOLL_CTL_ADD, read_soon_timer_, &timer) == 0;
+  idle_watch_ = std::make_unique<asio::posix::stream_descriptor>(io_, watch);
+  idle_watch_->async_wait(asio::posix::stream_descriptor::wait_read,
+                          [self = shared_from_this(), generation = generation_](
+                              std::error_code ec) { self->on_idle_watch(ec, generation); });
+  std::lock_guard lock(mutex_);
+  read_soon_watched_ = has_timer;
+}
+
+void connection::on_idle_watch(std::error_code ec, std::uint64_t generation) {
+  if (ec || generation != generation_ || !idle_watch_) return;
+  // Armed again first: the set's readiness reaches us edge-triggered.
+  idle_watch_->async_wait(asio::posix::stream_descriptor::wait_read,
+                          [self = shared_from_this(), generation](std::error_code e) {
+                            self->on_idle_watch(e, generation);
+                          });
+  epoll_event ready[2];
+  (void)::epoll_wait(idle_watch_->native_handle(), ready, 2, 0);
+  std::uint64_t expirations = 0;
+  if (read_soon_timer_ >= 0)
+    (void)::read(read_soon_timer_, &expirations, sizeof expirations);  // EAGAIN if not expired
+  read_available();  // the unread replies, or the end of the stream
 }
 
 void connection::on_connect_failed(std::error_code ec, const std::string& detail) {
   ++generation_;
   connecting_ = false;
   link_readable_ = false;
-  hangup_watch_.reset();
+  idle_watch_.reset();
   if (transport_) transport_->close();
   connect_timer_.cancel();
   // A failed search for the address (Sentinel) says itself where it looked.
@@ -510,7 +542,7 @@ void connection::on_link_error(std::error_code ec, const std::string& detail) {
   ++generation_;
   if (transport_) transport_->close();
   link_readable_ = false;
-  hangup_watch_.reset();
+  idle_watch_.reset();
   health_timer_.cancel();
   finished_list failed;
   {
@@ -816,10 +848,22 @@ void connection::take_caller_turn(caller_turn& turn) {
     // A request this caller does not read needs a reader that is sure to come: the I/O thread,
     // unless it is armed already or a caller reading now leaves the reply to it.
     bool wake_io_thread = !wrote;
+    bool read_soon = false;
     {
       std::lock_guard lock(mutex_);
-      // Its timeout needs the I/O thread's timer armed (rarely: see timer_stale_).
-      if ((io_parked_ && reader_ != reader::caller) || timer_stale_) wake_io_thread = true;
+      // Its timeout needs the I/O thread's timer armed (see timer_stale_).
+      if (wrote && ((io_parked_ && reader_ != reader::caller) || timer_stale_)) {
+        if (read_soon_watched_ && turn.epoch == link_epoch_) {
+          read_soon = true;
+        } else {
+          wake_io_thread = true;
+        }
+      }
+    }
+    if (read_soon) {
+      itimerspec soon{};
+      soon.it_value.tv_nsec = std::chrono::nanoseconds(read_soon_delay).count();
+      if (::timerfd_settime(read_soon_timer_, 0, &soon, nullptr) != 0) wake_io_thread = true;
     }
     if (wake_io_thread) asio::post(io_, [self = shared_from_this()] { self->read_available(); });
     return;

@@ -240,10 +240,16 @@ class connection : public std::enable_shared_from_this<connection> {
   // The I/O thread keeps no read wait armed: it found a caller reading, and callers read while
   // they alone use the link (a wait would wake the I/O thread for every reply they read). It
   // arms again when it writes, or when a caller leaves replies unread. A server that closes the
-  // link is still noticed at once (hangup_watch_), and a caller peeks before it writes.
+  // link is still noticed at once (idle_watch_), and a caller peeks before it writes.
   bool io_parked_ = false;
-  bool timer_stale_ = false;      // armed_deadline_ moved without waking the I/O thread
-  std::uint64_t link_epoch_ = 0;  // bumps when a link is torn down
+  bool timer_stale_ = false;  // armed_deadline_ moved without waking the I/O thread
+  // A caller that writes and does not read (a release) leaves its reply to the next caller that
+  // reads, or to the I/O thread woken by this timer (a timerfd in idle_watch_; -1 if none) a
+  // little later: waking the I/O thread at once would cost every unlock a thread wake-up, and
+  // the next lock() of the same thread usually reads the reply anyway. Set by any thread.
+  const int read_soon_timer_;
+  bool read_soon_watched_ = false;  // idle_watch_ holds read_soon_timer_ for the ready link
+  std::uint64_t link_epoch_ = 0;    // bumps when a link is torn down
   std::shared_ptr<shared_socket> shared_socket_;  // while ready
   finished_list handed_over_;   // read by a caller, to run on the I/O thread, in order
   std::string reader_failure_;  // a caller found the stream broken: what (for the I/O thread)
@@ -261,11 +267,12 @@ class connection : public std::enable_shared_from_this<connection> {
   std::size_t read_filled_ = 0;
   std::uint64_t reader_epoch_ = 0;  // the link_epoch_ parser_ and read_buffer_ belong to
   bool link_readable_ = false;      // I/O thread: transport_ is connected (read_available)
-  // I/O thread: an epoll set holding only the link's hang-up (EPOLLRDHUP), readable once the
-  // server closes the link. It tells a parked I/O thread (io_parked_) at once, as an armed read
-  // would; replies do not wake it.
-  std::unique_ptr<asio::posix::stream_descriptor> hangup_watch_;
-  void watch_for_hangup();
+  // I/O thread: an epoll set holding the link's hang-up (EPOLLRDHUP) and read_soon_timer_,
+  // readable once the server closes the link or the timer expires. It tells a parked I/O thread
+  // (io_parked_) at once, as an armed read would; replies do not wake it.
+  std::unique_ptr<asio::posix::stream_descriptor> idle_watch_;
+  void watch_idle_link();
+  void on_idle_watch(std::error_code ec, std::uint64_t generation);
   std::string write_buffer_;  // owned by the write in flight while writing_
   bool writing_ = false;
   std::size_t handshake_remaining_ = 0;
