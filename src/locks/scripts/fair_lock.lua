@@ -29,7 +29,7 @@ local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
 local function next_token()
-  local clock = tonumber(time[1] .. string.format('%06d', tonumber(time[2])))  -- < 2^53: exact
+  local clock = tonumber(time[1]) * 1000000 + tonumber(time[2])  -- < 2^53: exact
   local token = tonumber(redis.call('get', KEYS[4]) or '0') + 1
   if clock > token then
     token = clock

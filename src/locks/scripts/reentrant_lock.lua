@@ -42,7 +42,7 @@ local lifetime = tonumber(ARGV[7])
 
 local function next_token()
   local now = redis.call('time')
-  local clock = tonumber(now[1] .. string.format('%06d', tonumber(now[2])))  -- < 2^53: exact
+  local clock = tonumber(now[1]) * 1000000 + tonumber(now[2])  -- < 2^53: exact
   local token = tonumber(redis.call('get', KEYS[2]) or '0') + 1
   if clock > token then
     token = clock

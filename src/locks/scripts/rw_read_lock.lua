@@ -79,7 +79,7 @@ if not mode then
   redis.call('hset', KEYS[1], 'mode', 'read')
 end
 redis.call('hset', KEYS[1], ARGV[2], 1)
-local id = tonumber(now[1] .. string.format('%06d', tonumber(now[2])))  -- < 2^53: exact
+local id = tonumber(now[1]) * 1000000 + tonumber(now[2])  -- < 2^53: exact
 redis.call('set', KEYS[2] .. ':1', string.format('%d', id), 'px', lease)
 keep_hash_alive()
 return {1, id}

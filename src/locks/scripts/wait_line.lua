@@ -43,12 +43,13 @@ end
 -- The lock is free: reserves it for the first client in line whose deadline has not passed (the
 -- others left or died) and publishes that client's id. At most 100 stale entries per call.
 local function line_wake_head(line, deadlines, reserved, channel, publish, grace)
-  local now = line_now_ms()
+  local now  -- read once someone is in line: most releases find the line empty
   for _ = 1, 100 do
     local head = redis.call('zrange', line, 0, 0)[1]
     if not head then
       return
     end
+    now = now or line_now_ms()
     redis.call('zrem', line, head)
     local deadline = tonumber(redis.call('hget', deadlines, head) or '0')
     redis.call('hdel', deadlines, head)
