@@ -34,8 +34,14 @@
 // about this RTT); the same PING with both on one vCPU is printed beside it, several times
 // cheaper on a VM, where waking an idle vCPU is dear. "lock p50" of (a) is the uncontended
 // lock() latency. Client commands come from INFO commandstats after CONFIG RESETSTAT, minus the
-// commands the lock scripts run inside Redis. The targets of issue 15 are printed beside the
-// figures, not enforced; the exit status is non-zero only on errors.
+// commands the lock scripts run inside Redis. "srv us/acq" is the private server's CPU time
+// (/proc/<pid>/stat, user + system) over the run per acquisition: one server thread does all of
+// Redis' work, so 1e6 / that is the most acquisitions per second the server could serve. "cli
+// us/acq" is the same for the side's client processes (getrusage of the children waited for,
+// which includes their start-up): with both on the machine's vCPUs, CPU per acquisition bounds
+// throughput. The
+// targets of issue 15 are printed beside the figures, not enforced; the exit status is non-zero
+// only on errors.
 //
 //   dlock_bench_processes [--redis URL] [--seconds 3] [--repeat 3] [--layouts 8x1,4x2,2x4,1x8]
 //                         [--threads 8] [--hold-ms 1] [--think-ms 1] [--handoffs 200]
@@ -46,6 +52,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -585,7 +592,42 @@ struct load_result {
   std::vector<std::uint64_t> per_process;
   std::vector<double> waits_us;
   double client_commands_per_acquisition = 0;
+  double server_cpu_s = -1;  // the server's CPU time (user + system) over the run; -1: unknown
+  double clients_cpu_s = 0;  // the client processes' CPU time (user + system)
 };
+
+// The CPU time (user + system, seconds) of this process's children that have been waited for.
+double children_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_CHILDREN, &u);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+// The CPU time (user + system, seconds) process `pid` has used, or -1.
+double cpu_seconds_of(pid_t pid) {
+  if (pid <= 0) return -1;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return -1;
+  char text[1024] = {};
+  const std::size_t n = std::fread(text, 1, sizeof text - 1, f);
+  std::fclose(f);
+  // Fields after the command name in parentheses: state is the 3rd, utime the 14th, stime 15th.
+  const char* rest = std::strrchr(text, ')');
+  if (n == 0 || rest == nullptr) return -1;
+  std::istringstream in(rest + 2);
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
 
 std::map<std::string, std::uint64_t> command_calls(dlock::client& admin) {
   const std::string text = admin.command({"INFO", "commandstats"}).str;
@@ -661,9 +703,12 @@ std::uint64_t parse_child_output(const std::vector<std::string>& lines,
 
 load_result run_load(const bench_options& o, const std::string& url, dlock::client& admin,
                      const std::string& side, const script_side* script, int processes, int threads,
-                     bool own_keys, int hold_ms, int think_ms, const std::string& key) {
+                     bool own_keys, int hold_ms, int think_ms, const std::string& key,
+                     pid_t server_pid) {
   admin.command({"DEL", key});
   admin.command({"CONFIG", "RESETSTAT"});
+  const double cpu_before = cpu_seconds_of(server_pid);
+  const double children_before = children_cpu_seconds();
   // Interpreters take longer to start (imports, connections): every process starts its clock
   // at the same moment, after all of them are up.
   const int start_in_ms = script != nullptr ? 1500 + 150 * processes : 500 + 50 * processes;
@@ -713,6 +758,9 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
     total += mine;
   }
   r.per_second = static_cast<double>(total) / o.seconds;
+  const double cpu_after = cpu_seconds_of(server_pid);
+  if (cpu_before >= 0 && cpu_after >= 0) r.server_cpu_s = cpu_after - cpu_before;
+  r.clients_cpu_s = children_cpu_seconds() - children_before;
   const std::uint64_t commands =
       client_commands(command_calls(admin), side == "dlock" || (script && script->inner_set));
   r.client_commands_per_acquisition =
@@ -786,17 +834,25 @@ T median_of(std::vector<T> runs) {
 }
 
 void print_load(const char* scenario, const std::string& side, const load_result& r,
-                double naive_per_second) {
+                double naive_per_second, double seconds) {
   const auto [lo, hi] = std::minmax_element(r.per_process.begin(), r.per_process.end());
   const std::string ratio = naive_per_second > 0
                                 ? std::to_string(r.per_second / naive_per_second).substr(0, 4) + "x"
                                 : "-";
-  std::printf("  %-6s %-12s %10.0f  %7s  %8llu %8llu %6.2f  %8.2f %8.2f %8.2f  %6.2f\n", scenario,
-              side.c_str(), r.per_second, ratio.c_str(), static_cast<unsigned long long>(*lo),
-              static_cast<unsigned long long>(*hi),
+  const double acquisitions = r.per_second * seconds;
+  char server_us[32] = "-";
+  if (r.server_cpu_s >= 0 && acquisitions > 0)
+    std::snprintf(server_us, sizeof server_us, "%.1f", 1e6 * r.server_cpu_s / acquisitions);
+  char clients_us[32] = "-";
+  if (acquisitions > 0)
+    std::snprintf(clients_us, sizeof clients_us, "%.1f", 1e6 * r.clients_cpu_s / acquisitions);
+  std::printf("  %-6s %-12s %10.0f  %7s  %8llu %8llu %6.2f  %8.2f %8.2f %8.2f  %6.2f  %10s %10s\n",
+              scenario, side.c_str(), r.per_second, ratio.c_str(),
+              static_cast<unsigned long long>(*lo), static_cast<unsigned long long>(*hi),
               *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0,
               percentile(r.waits_us, 50) / 1000, percentile(r.waits_us, 99) / 1000,
-              percentile(r.waits_us, 100) / 1000, r.client_commands_per_acquisition);
+              percentile(r.waits_us, 100) / 1000, r.client_commands_per_acquisition, server_us,
+              clients_us);
 }
 
 int run_parent(const bench_options& o) {
@@ -812,24 +868,28 @@ int run_parent(const bench_options& o) {
               info_field(info, "redis_version").c_str(), url.c_str(), cpu_model().c_str(),
               std::thread::hardware_concurrency());
   print_idle("machine idle before the runs: ", "");
-  const double here_us = median_ping_us(endpoint_of(url), o.pings);
-  const double anywhere_us = rtt_in_child(o, url, -1);
-  double rtt_us = anywhere_us;
-  if (server && std::thread::hardware_concurrency() >= 2 && pin(server->pid(), 0)) {
-    const double same_us = rtt_in_child(o, url, 0);
-    rtt_us = rtt_in_child(o, url, 1);
-    pin(server->pid(), -1);
+  // The RTT, measured again after the scenarios: the unit is the mean of both.
+  const auto measure_rtt = [&](const char* when) {
+    const double here_us = median_ping_us(endpoint_of(url), o.pings);
+    const double anywhere_us = rtt_in_child(o, url, -1);
+    if (server && std::thread::hardware_concurrency() >= 2 && pin(server->pid(), 0)) {
+      const double same_us = rtt_in_child(o, url, 0);
+      const double across_us = rtt_in_child(o, url, 1);
+      pin(server->pid(), -1);
+      std::printf(
+          "RTT %s (median synchronous hiredis PING, client and server on different vCPUs): "
+          "%.1f us\n  same vCPU: %.1f us; unpinned child process: %.1f us; this process "
+          "(the unit before session 9): %.1f us\n",
+          when, across_us, same_us, anywhere_us, here_us);
+      return across_us;
+    }
     std::printf(
-        "RTT (median synchronous hiredis PING, client and server on different vCPUs): "
-        "%.1f us\n  same vCPU: %.1f us; unpinned child process: %.1f us; this process "
-        "(the unit before session 9): %.1f us\n",
-        rtt_us, same_us, anywhere_us, here_us);
-  } else {
-    std::printf(
-        "RTT (median synchronous hiredis PING, unpinned child process; the server is "
-        "not ours to pin): %.1f us\n  this process: %.1f us\n",
-        rtt_us, here_us);
-  }
+        "RTT %s (median synchronous hiredis PING, unpinned child process; the server is not "
+        "ours to pin): %.1f us\n  this process: %.1f us\n",
+        when, anywhere_us, here_us);
+    return anywhere_us;
+  };
+  const double rtt_before_us = measure_rtt("before the runs");
   std::printf("thread hand-off (median, condition variable, one way): %.1f us\n",
               median_thread_handoff_us(o.pings));
 
@@ -860,7 +920,7 @@ int run_parent(const bench_options& o) {
   std::printf(
       "  scen   side            acq/s   vs naive  min/proc max/proc max/min   p50 ms   p99 ms   "
       "max ms  "
-      "cmds/acq\n");
+      "cmds/acq  srv us/acq cli us/acq\n");
 
   struct scenario {
     std::string name;
@@ -890,15 +950,16 @@ int run_parent(const bench_options& o) {
       for (std::size_t i = 0; i < sides.size(); ++i) {  // each round starts with another side
         const std::string& side = sides[(static_cast<std::size_t>(round) + i) % sides.size()];
         const auto script = scripts.find(side);
-        runs[side].push_back(run_load(
-            o, url, admin, side, script == scripts.end() ? nullptr : &script->second, s.processes,
-            s.threads, s.own_keys, s.hold_ms, s.think_ms, "bench:processes:" + s.name));
+        runs[side].push_back(run_load(o, url, admin, side,
+                                      script == scripts.end() ? nullptr : &script->second,
+                                      s.processes, s.threads, s.own_keys, s.hold_ms, s.think_ms,
+                                      "bench:processes:" + s.name, server ? server->pid() : -1));
       }
     }
     const load_result naive = median_of(runs["naive"]);
     for (const std::string& side : sides) {
       const load_result r = median_of(runs[side]);
-      print_load(s.name.c_str(), side, r, side == "naive" ? 0 : naive.per_second);
+      print_load(s.name.c_str(), side, r, side == "naive" ? 0 : naive.per_second, o.seconds);
       if (s.name == "a") a_lock_p50_us[side] = percentile(r.waits_us, 50);
     }
     if (have_redis_plus_plus) {
@@ -920,6 +981,8 @@ int run_parent(const bench_options& o) {
         "\nredis++ baseline skipped: configure with -DDLOCK_BENCH_REDIS_PLUS_PLUS=<a checkout of "
         "github.com/sewenew/redis-plus-plus>\n");
   }
+  const double rtt_us = (rtt_before_us + measure_rtt("after the runs")) / 2;
+  std::printf("RTT unit (the mean of both): %.1f us\n", rtt_us);
   for (const auto& [side, us] : a_lock_p50_us) {
     std::printf("uncontended lock() p50 (%s, scenario a): %.1f us = %.2f RTT%s\n", side.c_str(), us,
                 us / rtt_us, side == "dlock" ? " (target <= 1.3)" : "");
