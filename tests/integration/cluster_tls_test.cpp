@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dlock/dlock.hpp"
+#include "support/client_list.hpp"
 #include "support/cluster_fixture.hpp"
 #include "support/redis_fixture.hpp"
 
@@ -45,23 +46,10 @@ class ClusterTls : public test::cluster_suite<ClusterTls> {
   static std::uint16_t a_replica() {
     return cluster().replicas_of(cluster().masters().front()).front();
   }
-  // The ids of the connections to `port`'s TLS port, from CLIENT LIST on its plain port (laddr is
-  // the port a client connected to). Ids, not a count: a connection of an earlier test may still
-  // be listed before and gone after.
+  // The ids of the connections to `port`'s TLS port, from CLIENT LIST on its plain port.
   static std::set<std::string> tls_clients_of(std::uint16_t port) {
-    const std::string list = cluster().call(port, {"CLIENT", "LIST"}).str;
-    const std::string tls_laddr =
-        "laddr=127.0.0.1:" + std::to_string(cluster().tls_port(port)) + " ";
-    std::set<std::string> ids;
-    std::size_t line_start = 0;
-    while (line_start < list.size()) {
-      std::size_t line_end = list.find('\n', line_start);
-      if (line_end == std::string::npos) line_end = list.size();
-      const std::string line = list.substr(line_start, line_end - line_start);
-      if (line.find(tls_laddr) != std::string::npos) ids.insert(line.substr(0, line.find(' ')));
-      line_start = line_end + 1;
-    }
-    return ids;
+    return test::client_ids_on_port(cluster().call(port, {"CLIENT", "LIST"}).str,
+                                    cluster().tls_port(port));
   }
 };
 
@@ -83,10 +71,7 @@ TEST_F(ClusterTls, OneRedissSeedReachesEveryMasterOverTls) {
   // Every master has a new connection on its TLS port: this client's.
   const auto masters = cluster().masters();
   for (std::size_t i = 0; i < masters.size(); ++i) {
-    const std::set<std::string> now = tls_clients_of(masters[i]);
-    EXPECT_TRUE(std::any_of(now.begin(), now.end(),
-                            [&](const std::string& id) { return before[i].count(id) == 0; }))
-        << "master " << masters[i];
+    EXPECT_TRUE(test::has_new_id(before[i], tls_clients_of(masters[i]))) << "master " << masters[i];
   }
   // CLUSTER SLOTS, the map of servers before Redis 7 (parsed without a TLS flag), names the TLS
   // ports to a TLS client too.

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "dlock/dlock.hpp"
+#include "support/client_list.hpp"
 #include "support/redis_fixture.hpp"
 #include "support/sentinel_fixture.hpp"
 
@@ -42,17 +44,10 @@ class SentinelTls : public test::sentinel_suite<SentinelTls> {
     o.locks.watchdog_timeout = lease;
     return o;
   }
-  // Connections to `port`'s TLS port, from CLIENT LIST on its plain port (laddr is the port a
-  // client connected to).
-  static int tls_clients_of(std::uint16_t port) {
-    const std::string list = group().call(port, {"CLIENT", "LIST"}).str;
-    const std::string tls_laddr = "laddr=127.0.0.1:" + std::to_string(group().tls_port(port)) + " ";
-    int count = 0;
-    for (std::size_t at = list.find(tls_laddr); at != std::string::npos;
-         at = list.find(tls_laddr, at + 1)) {
-      ++count;
-    }
-    return count;
+  // The ids of the connections to `port`'s TLS port, from CLIENT LIST on its plain port.
+  static std::set<std::string> tls_clients_of(std::uint16_t port) {
+    return test::client_ids_on_port(group().call(port, {"CLIENT", "LIST"}).str,
+                                    group().tls_port(port));
   }
 };
 
@@ -63,7 +58,7 @@ TEST_F(SentinelTls, TheMasterIsResolvedAndLockedOverTls) {
             std::string::npos)
       << url;
   const std::uint16_t master = group().master_port();
-  const int before = tls_clients_of(master);
+  const std::set<std::string> before = tls_clients_of(master);
   client c{tls_options()};
   const std::string name = test::unique_key("m");
   mutex m = c.get_lock(name);
@@ -71,7 +66,7 @@ TEST_F(SentinelTls, TheMasterIsResolvedAndLockedOverTls) {
   EXPECT_GT(m.fencing_token(), 0u);
   EXPECT_EQ(group().call(master, {"EXISTS", name}).integer, 1);
   // The client reached the master on its TLS port: the sentinels named that port.
-  EXPECT_GT(tls_clients_of(master), before);
+  EXPECT_TRUE(test::has_new_id(before, tls_clients_of(master)));
   EXPECT_EQ(m.unlock_checked(), std::error_code{});
   // The sentinels announce their TLS ports to each other (tls-replication in their config).
   const std::uint16_t first = group().sentinel_ports().front();
@@ -133,7 +128,7 @@ TEST_F(SentinelTls, AGracefulFailoverKeepsAWatchdogHoldAndWakesAWaiter) {
   EXPECT_TRUE(m.is_held_by_current_thread());
   EXPECT_FALSE(m.stop_token().stop_requested());
   EXPECT_EQ(group().call(new_master, {"EXISTS", name}).integer, 1);
-  EXPECT_GT(tls_clients_of(new_master), 0);
+  EXPECT_FALSE(tls_clients_of(new_master).empty());
   EXPECT_EQ(got.wait_for(0s), std::future_status::timeout) << "the waiter got a held lock";
   released = steady_clock::now();
   EXPECT_EQ(m.unlock_checked(), std::error_code{});
