@@ -15,21 +15,17 @@ namespace {
 
 }  // namespace
 
-attempt_outcome read_rlock_attempt(const reply& r, std::string_view kind, std::string_view label) {
-  if (is_kind_refusal(r)) throw_kind_refusal(r, kind);
-  if (!r.is_array() || r.elements.size() != 2) unexpected(label, "lock", r);
-  const std::int64_t status = r.elements[0].integer;
-  const std::int64_t value = r.elements[1].integer;
+std::optional<attempt_outcome> decode_hold_status(std::int64_t status, std::int64_t value) {
   attempt_outcome out;
   switch (status) {
     case 1:
-      if (value <= 0) unexpected(label, "lock", r);
+      if (value <= 0) return std::nullopt;
       out.status = attempt_outcome::kind::acquired;
       out.token = static_cast<std::uint64_t>(value);
       out.count = 1;
       return out;
     case 2:
-      if (value <= 0) unexpected(label, "lock", r);
+      if (value <= 0) return std::nullopt;
       out.status = attempt_outcome::kind::reentered;
       out.count = static_cast<std::uint64_t>(value);
       return out;
@@ -38,8 +34,15 @@ attempt_outcome read_rlock_attempt(const reply& r, std::string_view kind, std::s
       out.holder_ttl_ms = value < 0 ? -1 : value;
       return out;
     default:
-      unexpected(label, "lock", r);
+      return std::nullopt;
   }
+}
+
+attempt_outcome read_rlock_attempt(const reply& r, std::string_view kind, std::string_view label) {
+  if (is_kind_refusal(r)) throw_kind_refusal(r, kind);
+  if (!r.is_array() || r.elements.size() != 2) unexpected(label, "lock", r);
+  if (auto out = decode_hold_status(r.elements[0].integer, r.elements[1].integer)) return *out;
+  unexpected(label, "lock", r);
 }
 
 script_call renew_rlock_holds(const script& renew_leases, std::span<const renewal_target> targets,

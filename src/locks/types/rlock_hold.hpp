@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -15,6 +17,12 @@
 #include "locks/engine/lock_protocol.hpp"
 
 namespace dlock::locks {
+
+// An attempt's {status, value}: 1 acquired (value: the token), 2 re-entered (value: the count), 0
+// held by another (value: its TTL in ms, < 0: none). Empty for any other status, or a token or
+// count that is not positive: the caller reports the reply as unexpected. Shared with the
+// read-write lock, whose attempts answer the same way.
+std::optional<attempt_outcome> decode_hold_status(std::int64_t status, std::int64_t value);
 
 // An attempt's reply: {1, token} acquired, {2, count} re-entered, {0, ttl} held by another
 // (ttl < 0: no TTL), {-1, what, name} another kind (thrown as errc::wrong_type naming `kind`).

@@ -4,6 +4,7 @@
 #include "dlock/error.hpp"
 #include "locks/names.hpp"
 #include "locks/types/kind_refusal.hpp"
+#include "locks/types/rlock_hold.hpp"
 
 namespace dlock::locks {
 namespace {
@@ -26,7 +27,6 @@ std::string ms_arg(std::chrono::milliseconds d) {
 // rw_write_lock.lua).
 attempt_outcome read_lock_reply(std::string_view side, const reply& r) {
   if (!r.is_array() || r.elements.empty()) unexpected(side, r);
-  attempt_outcome out;
   const std::int64_t status = r.elements[0].integer;
   if (status == -2) {
     throw error(errc::would_deadlock,
@@ -35,26 +35,8 @@ attempt_outcome read_lock_reply(std::string_view side, const reply& r) {
   }
   if (is_kind_refusal(r)) throw_kind_refusal(r, "a read-write lock (dlock::shared_mutex)");
   if (r.elements.size() != 2) unexpected(side, r);
-  const std::int64_t value = r.elements[1].integer;
-  switch (status) {
-    case 1:
-      if (value <= 0) unexpected(side, r);
-      out.status = attempt_outcome::kind::acquired;
-      out.token = static_cast<std::uint64_t>(value);
-      out.count = 1;
-      return out;
-    case 2:
-      if (value <= 0) unexpected(side, r);
-      out.status = attempt_outcome::kind::reentered;
-      out.count = static_cast<std::uint64_t>(value);
-      return out;
-    case 0:
-      out.status = attempt_outcome::kind::held_by_other;
-      out.holder_ttl_ms = value < 0 ? -1 : value;
-      return out;
-    default:
-      unexpected(side, r);
-  }
+  if (auto out = decode_hold_status(status, r.elements[1].integer)) return *out;
+  unexpected(side, r);
 }
 
 std::vector<bool> renewal_reply(const reply& r, std::size_t targets) {
