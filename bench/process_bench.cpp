@@ -846,7 +846,7 @@ void print_load(const char* scenario, const std::string& side, const load_result
   char clients_us[32] = "-";
   if (acquisitions > 0)
     std::snprintf(clients_us, sizeof clients_us, "%.1f", 1e6 * r.clients_cpu_s / acquisitions);
-  std::printf("  %-6s %-12s %10.0f  %7s  %8llu %8llu %6.2f  %8.2f %8.2f %8.2f  %6.2f  %10s %10s\n",
+  std::printf("  %-6s %-12s %10.0f  %7s  %8llu %8llu %6.2f  %8.3f %8.3f %8.2f  %6.2f  %10s %10s\n",
               scenario, side.c_str(), r.per_second, ratio.c_str(),
               static_cast<unsigned long long>(*lo), static_cast<unsigned long long>(*hi),
               *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0,
