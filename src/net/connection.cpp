@@ -669,29 +669,12 @@ void connection::read_available() {
   for (auto& f : handed)  // earlier in the stream than anything read now
     f.run();
   if (!link_readable_) return;
+  if (rearm_read) read();
   const std::uint64_t generation = generation_;
   if (!failure.empty()) return on_link_error(make_error_code(errc::connection_lost), failure);
-  // Parked, we read what has come without arming a read first, and stay parked when no reply is
-  // due (between the calls of a thread that locks now and then, the next caller reads for
-  // itself); otherwise we arm and read once more: bytes that came before the arm announce
-  // themselves to no one.
-  bool armed = !rearm_read;
-  for (;;) {
-    if (read_without_blocking(transport_->native_handle(), read_buffer_, read_filled_, failure) >
-        0) {
-      received_since_tick_ = true;
-      on_bytes(generation);
-    }
-    if (armed || !failure.empty() || generation != generation_) break;
-    {
-      std::lock_guard lock(mutex_);
-      if (queue_.written() == 0) {
-        io_parked_ = true;
-        break;
-      }
-    }
-    read();
-    armed = true;
+  if (read_without_blocking(transport_->native_handle(), read_buffer_, read_filled_, failure) > 0) {
+    received_since_tick_ = true;
+    on_bytes(generation);
   }
   if (failure.empty() || generation != generation_) return;
   if (handshake_remaining_ > 0)

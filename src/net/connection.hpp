@@ -239,9 +239,8 @@ class connection : public std::enable_shared_from_this<connection> {
   bool io_wants_to_read_ = false;  // the I/O thread found the reader role taken
   // The I/O thread keeps no read wait armed: it found a caller reading, and callers read while
   // they alone use the link (a wait would wake the I/O thread for every reply they read). It
-  // arms again when it writes, or when a caller leaves replies unread that have not all come yet
-  // (read_available() reads what has come and stays parked if no reply is due). A server that
-  // closes the link is still noticed at once (idle_watch_), and a caller peeks before it writes.
+  // arms again when it writes, or when a caller leaves replies unread. A server that closes the
+  // link is still noticed at once (idle_watch_), and a caller peeks before it writes.
   bool io_parked_ = false;
   bool timer_stale_ = false;  // armed_deadline_ moved without waking the I/O thread
   // A caller that writes and does not read (a release) leaves its reply to the next caller that
