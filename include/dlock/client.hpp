@@ -45,6 +45,9 @@ namespace dlock {
 namespace detail {
 class shared_io;
 }
+namespace net {
+class polled_reads;
+}
 
 // Completion of an asynchronous request. On failure `ec` is set and `r` is an error reply whose
 // text describes the failure (for errc::server_error, the server's own message).
@@ -99,6 +102,12 @@ class client {
              std::span<const std::string_view> args);
   void async_eval(const script& s, std::span<const std::string_view> keys,
                   std::span<const std::string_view> args, reply_handler done);
+  // For dlock's internals (Redlock): async_eval where the calling thread may write the request
+  // itself and, given `polled`, read the reply with other clients' (net::polled_reads). `done`
+  // must be free to run on any thread.
+  void async_eval_from_caller(const script& s, std::span<const std::string_view> keys,
+                              std::span<const std::string_view> args, reply_handler done,
+                              net::polled_reads* polled);
 
   // client::subscribe()
   // Listens on `channel` until the returned subscription is destroyed. `on_message` gets each

@@ -94,11 +94,18 @@ bool write_all(int fd, std::string_view bytes, clock::time_point deadline, std::
 
 }  // namespace
 
+// One link of a polled_reads: its turn, and how far its reading got.
+struct polled_reads::entry {
+  std::shared_ptr<connection> link;
+  connection::caller_turn turn;
+  connection::turn_reading reading;
+  bool over = false;  // nothing more to read: its own reply was handled, or it cannot come here
+  bool ended = false;
+};
+
 connection::shared_socket::~shared_socket() {
   ::close(fd);
 }
-
-namespace {}  // namespace
 
 connection::connection(asio::io_context& io, const client_options& options,
                        std::shared_ptr<asio::ssl::context> tls_context, mode m)
@@ -163,8 +170,11 @@ void connection::drop_shared_socket_locked() {
 }
 
 void connection::send(std::span<const std::string_view> args, completion done,
-                      std::chrono::milliseconds timeout, bool urgent, caller c) {
-  enqueue(args, std::move(done), timeout, urgent ? placement::urgent : placement::in_order, c);
+                      std::chrono::milliseconds timeout, bool urgent, caller c,
+                      polled_reads* polled) {
+  if (c == caller::polls && polled == nullptr) c = caller::waits;
+  enqueue(args, std::move(done), timeout, urgent ? placement::urgent : placement::in_order, c,
+          polled);
 }
 
 void connection::send_asking(std::span<const std::string_view> args, completion done,
@@ -173,7 +183,8 @@ void connection::send_asking(std::span<const std::string_view> args, completion 
 }
 
 void connection::enqueue(std::span<const std::string_view> args, completion done,
-                         std::chrono::milliseconds timeout, placement where, caller c) {
+                         std::chrono::milliseconds timeout, placement where, caller c,
+                         polled_reads* polled) {
   static constexpr std::string_view asking[] = {"ASKING"};
   const auto deadline = clock::now() + timeout;
   bool kick_writer = false;
@@ -230,6 +241,16 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
   }
   if (refused) {
     refused(make_error_code(errc::client_stopped), reply::make_error("the client was stopped"));
+    return;
+  }
+  if (took_turn && c == caller::polls) {
+    // Written now; read with the other links' replies (polled_reads::read_until).
+    auto e = std::make_shared<polled_reads::entry>();
+    e->link = shared_from_this();
+    e->turn = std::move(turn);
+    write_turn(e->turn, e->reading);
+    e->over = !e->reading.wrote || !e->turn.reads;
+    polled->entries_.push_back(std::move(e));
     return;
   }
   if (took_turn) return take_caller_turn(turn);
@@ -766,7 +787,8 @@ bool connection::claim_caller_turn(caller c, placement where, caller_turn& turn)
   turn.epoch = link_epoch_;
   // Reading, the caller would complete its own request before earlier ones whose completions
   // must wait for the I/O thread: it reads only behind requests whose completions run anywhere.
-  if (c == caller::waits && reader_ == reader::none && queue_.written_run_anywhere()) {
+  if ((c == caller::waits || c == caller::polls) && reader_ == reader::none &&
+      queue_.written_run_anywhere()) {
     reader_ = reader::caller;
     begin_reading_locked();
     turn.reads = true;
@@ -776,9 +798,25 @@ bool connection::claim_caller_turn(caller c, placement where, caller_turn& turn)
 }
 
 void connection::take_caller_turn(caller_turn& turn) {
-  const int fd = turn.socket->fd;
-  std::string failure;
-  const bool wrote = write_all(fd, turn.bytes, turn.deadline, failure);
+  turn_reading r;
+  write_turn(turn, r);
+  // Read until our own reply has been handled: earlier replies first, in order.
+  while (r.wrote && turn.reads && r.failure.empty()) {
+    if (handle_buffered(turn, r)) break;
+    const int timeout = poll_timeout(turn.deadline);
+    if (timeout == 0) {
+      r.left = true;  // the I/O thread's timer completes the request
+      break;
+    }
+    pollfd p{turn.socket->fd, POLLIN, 0};
+    if (::poll(&p, 1, timeout) <= 0) continue;  // timed out or interrupted: look again
+    read_turn(turn, r);
+  }
+  end_turn(turn, r);
+}
+
+void connection::write_turn(caller_turn& turn, turn_reading& r) {
+  r.wrote = write_all(turn.socket->fd, turn.bytes, turn.deadline, r.failure);
   bool kick_writer = false;
   {
     std::lock_guard lock(mutex_);
@@ -788,103 +826,137 @@ void connection::take_caller_turn(caller_turn& turn) {
       write_scheduled_ = true;
       kick_writer = true;
     }
-    if (!wrote && turn.epoch == link_epoch_) reader_failure_ = failure;
+    if (!r.wrote && turn.epoch == link_epoch_) reader_failure_ = r.failure;
   }
   if (kick_writer) asio::post(io_, [self = shared_from_this()] { self->write(); });
+}
 
-  // Read until our own reply has been handled: earlier replies first, in order.
-  finished_list for_io_thread;
-  bool own_done = false;
-  bool stale = false;
-  bool gave_up = false;
-  std::string end_of_stream;  // the stream ended (after the bytes read before the end)
-  while (wrote && turn.reads && failure.empty()) {
-    std::vector<reply> replies;
-    if (!parse_buffered(replies, failure)) break;
-    finished_list here;
-    if (!replies.empty()) {
-      std::lock_guard lock(mutex_);
-      if (link_epoch_ != turn.epoch) {
-        stale = true;  // torn down: the I/O thread completed every written request
+bool connection::handle_buffered(caller_turn& turn, turn_reading& r) {
+  std::vector<reply> replies;
+  if (!parse_buffered(replies, r.failure)) return true;
+  finished_list here;
+  if (!replies.empty()) {
+    std::lock_guard lock(mutex_);
+    if (link_epoch_ != turn.epoch) {
+      r.stale = true;  // torn down: the I/O thread completed every written request
+      return true;
+    }
+    for (reply& reply : replies) {
+      finished_list out;
+      if (!queue_.match(std::move(reply), out)) {
+        r.failure = "reply without a request";
         break;
       }
-      for (reply& r : replies) {
-        finished_list out;
-        if (!queue_.match(std::move(r), out)) {
-          failure = "reply without a request";
-          break;
-        }
-        const bool own = !own_done && turn.replies_ahead == 0;
-        if (own) {
-          own_done = true;
-        } else if (!own_done) {
-          --turn.replies_ahead;
-        }
-        for (finished& f : out)
-          (own || f.any_thread ? here : for_io_thread).push_back(std::move(f));
+      const bool own = !r.own_done && turn.replies_ahead == 0;
+      if (own) {
+        r.own_done = true;
+      } else if (!r.own_done) {
+        --turn.replies_ahead;
       }
-    }
-    for (finished& f : here)
-      f.run();
-    if (own_done || !failure.empty()) break;
-    if (!end_of_stream.empty()) {
-      failure = end_of_stream;
-      break;
-    }
-    const int timeout = poll_timeout(turn.deadline);
-    if (timeout == 0) {
-      gave_up = true;  // the I/O thread's timer completes the request
-      break;
-    }
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, timeout) <= 0) continue;  // timed out or interrupted: look again
-    if (read_without_blocking(fd, read_buffer_, read_filled_, end_of_stream) > 0) {
-      received_since_tick_ = true;
+      for (finished& f : out)
+        (own || f.any_thread ? here : r.for_io_thread).push_back(std::move(f));
     }
   }
+  for (finished& f : here)
+    f.run();
+  if (r.own_done || !r.failure.empty()) return true;
+  if (!r.end_of_stream.empty()) {
+    r.failure = r.end_of_stream;
+    return true;
+  }
+  return false;
+}
+
+void connection::read_turn(caller_turn& turn, turn_reading& r) {
+  if (read_without_blocking(turn.socket->fd, read_buffer_, read_filled_, r.end_of_stream) > 0) {
+    received_since_tick_ = true;
+  }
+}
+
+void connection::end_turn(caller_turn& turn, turn_reading& r) {
   // The stream ended right behind the replies we needed: the I/O thread must hear of it.
-  if (failure.empty() && !end_of_stream.empty()) failure = end_of_stream;
-  if (!turn.reads) {
-    // A request this caller does not read needs a reader that is sure to come: the I/O thread,
-    // unless it is armed already or a caller reading now leaves the reply to it.
-    bool wake_io_thread = !wrote;
-    bool read_soon = false;
-    {
-      std::lock_guard lock(mutex_);
-      // Its timeout needs the I/O thread's timer armed (see timer_stale_).
-      if (wrote && ((io_parked_ && reader_ != reader::caller) || timer_stale_)) {
-        if (read_soon_watched_ && turn.epoch == link_epoch_) {
-          read_soon = true;
-        } else {
-          wake_io_thread = true;
-        }
-      }
-    }
-    if (read_soon) {
-      itimerspec soon{};
-      soon.it_value.tv_nsec = std::chrono::nanoseconds(read_soon_delay).count();
-      if (::timerfd_settime(read_soon_timer_, 0, &soon, nullptr) != 0) wake_io_thread = true;
-    }
-    if (wake_io_thread) asio::post(io_, [self = shared_from_this()] { self->read_available(); });
-    return;
-  }
-  bool wake_io_thread = false;
+  if (r.failure.empty() && !r.end_of_stream.empty()) r.failure = r.end_of_stream;
+  // Left before its reply came (a quorum had enough): like a request this caller did not read.
+  const bool unread = r.wrote && !r.own_done && !r.stale && !r.left && r.failure.empty();
+  bool wake_io_thread = !r.wrote;
+  bool read_soon = false;
   {
     std::lock_guard lock(mutex_);
-    reader_ = reader::none;
-    for (finished& f : for_io_thread)
-      handed_over_.push_back(std::move(f));
-    if (!stale && !failure.empty() && link_epoch_ == turn.epoch) reader_failure_ = failure;
-    if (gave_up) timer_stale_ = true;
-    // A parked I/O thread is woken only when replies are left for it; an armed one whenever it
-    // met the role taken (bytes may wait that no new readiness will announce).
-    // A caller that gave up needs the I/O thread's timer to complete its request; a new link
-    // (the epoch moved) may have bytes the I/O thread met while we held the role.
-    wake_io_thread = gave_up || stale || link_epoch_ != turn.epoch || !handed_over_.empty() ||
-                     !reader_failure_.empty() || io_wants_to_read_ ||
-                     (io_parked_ && queue_.written() > 0);
+    if (turn.reads) {
+      reader_ = reader::none;
+      for (finished& f : r.for_io_thread)
+        handed_over_.push_back(std::move(f));
+      if (!r.stale && !r.failure.empty() && link_epoch_ == turn.epoch) {
+        reader_failure_ = r.failure;
+      }
+      if (r.left) timer_stale_ = true;
+      // A parked I/O thread is woken only when replies are left for it; an armed one whenever
+      // it met the role taken (bytes may wait that no new readiness will announce). A caller
+      // that gave up needs the I/O thread's timer to complete its request; a new link (the
+      // epoch moved) may have bytes the I/O thread met while we held the role.
+      wake_io_thread = r.left || r.stale || link_epoch_ != turn.epoch || !handed_over_.empty() ||
+                       !reader_failure_.empty() || io_wants_to_read_ ||
+                       (!unread && io_parked_ && queue_.written() > 0);
+    }
+    // A reply this caller does not read needs a reader that is sure to come: the I/O thread,
+    // unless it is armed already, and not at once: the next caller to read (this thread's next
+    // request, usually) reads it first; the read-soon timer wakes the I/O thread otherwise.
+    // Its timeout needs the I/O thread's timer armed (see timer_stale_).
+    if (!wake_io_thread && (unread || (r.wrote && !turn.reads)) &&
+        ((io_parked_ && reader_ != reader::caller) || timer_stale_)) {
+      if (read_soon_watched_ && turn.epoch == link_epoch_) {
+        read_soon = true;
+      } else {
+        wake_io_thread = true;
+      }
+    }
+  }
+  if (read_soon) {
+    itimerspec soon{};
+    soon.it_value.tv_nsec = std::chrono::nanoseconds(read_soon_delay).count();
+    if (::timerfd_settime(read_soon_timer_, 0, &soon, nullptr) != 0) wake_io_thread = true;
   }
   if (wake_io_thread) asio::post(io_, [self = shared_from_this()] { self->read_available(); });
+}
+
+// --- polled_reads ------------------------------------------------------------------------------
+
+void polled_reads::read_until(clock::time_point deadline, const std::function<bool()>& enough) {
+  bool last_look = false;
+  std::vector<pollfd> fds;
+  std::vector<entry*> live;
+  for (;;) {
+    // Buffered replies first: the reader role never leaves complete replies unhandled.
+    fds.clear();
+    live.clear();
+    for (const auto& e : entries_) {
+      if (e->over) continue;
+      if (e->link->handle_buffered(e->turn, e->reading)) {
+        e->over = true;
+        continue;
+      }
+      fds.push_back({e->turn.socket->fd, POLLIN, 0});
+      live.push_back(e.get());
+    }
+    if (live.empty() || last_look) return;
+    // Once enough replies are in, the others are not waited for (a slow master must not hold
+    // the caller); their replies are read by the next caller or the I/O thread.
+    const int timeout = enough() ? 0 : poll_timeout(deadline);
+    if (timeout == 0) last_look = true;  // what is readable now, then stop
+    if (::poll(fds.data(), fds.size(), timeout) <= 0) continue;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) live[i]->link->read_turn(live[i]->turn, live[i]->reading);
+    }
+  }
+}
+
+void polled_reads::finish() noexcept {
+  for (const auto& e : entries_) {
+    if (e->ended) continue;
+    e->ended = true;
+    e->link->end_turn(e->turn, e->reading);
+  }
+  entries_.clear();
 }
 
 void connection::write() {

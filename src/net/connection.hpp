@@ -55,6 +55,8 @@
 
 namespace dlock::net {
 
+class polled_reads;
+
 class connection : public std::enable_shared_from_this<connection> {
  public:
   enum class mode {
@@ -119,13 +121,17 @@ class connection : public std::enable_shared_from_this<connection> {
              // thread that reads replies (it must not need the I/O thread)
     waits,   // blocks until `done` has run anyway: may write the request and read the replies
              // itself before send() returns; `done` may run on any thread
+    polls,   // as waits, but reads later, polling this link with others (see polled_reads);
+             // `done` may run on any thread
   };
 
   // Queues one command. `done` runs exactly once, on the I/O thread (or on the calling thread
   // when the connection is stopped; for caller::writes and caller::waits see there).
   // `urgent`: queue it ahead of every command not yet written (see request_queue).
+  // caller::polls needs `polled`, where the link is added when the caller took it.
   void send(std::span<const std::string_view> args, completion done,
-            std::chrono::milliseconds timeout, bool urgent = false, caller c = caller::leaves);
+            std::chrono::milliseconds timeout, bool urgent = false, caller c = caller::leaves,
+            polled_reads* polled = nullptr);
 
   // Queues ASKING and then `args`, next to each other in the stream (a Redis Cluster ASK
   // redirection: the target node serves the importing slot to the one command after ASKING).
@@ -150,7 +156,8 @@ class connection : public std::enable_shared_from_this<connection> {
   // Where send() and send_asking() put a request in the queue.
   enum class placement { in_order, urgent, after_asking };
   void enqueue(std::span<const std::string_view> args, completion done,
-               std::chrono::milliseconds timeout, placement where, caller c = caller::leaves);
+               std::chrono::milliseconds timeout, placement where, caller c = caller::leaves,
+               polled_reads* polled = nullptr);
 
   // The caller's own I/O (see the top of this file).
   // A duplicate of a ready link's descriptor: shut down (never closed) by a teardown while a
@@ -178,6 +185,24 @@ class connection : public std::enable_shared_from_this<connection> {
   // Writes turn.bytes, then reads until the request's reply has been handled (or gives up: the
   // I/O thread then finishes the request). Calling thread, outside mutex_.
   void take_caller_turn(caller_turn& turn);
+  // take_caller_turn's steps, which polled_reads takes for several links at once.
+  struct turn_reading {
+    finished_list for_io_thread;  // completions of earlier replies, for the I/O thread
+    bool wrote = false;
+    bool own_done = false;  // the turn's own reply was handled
+    bool stale = false;     // the link was torn down meanwhile
+    bool left = false;      // ended before its reply came: the I/O thread finishes it
+    std::string failure;
+    std::string end_of_stream;
+  };
+  void write_turn(caller_turn& turn, turn_reading& r);
+  // Handles the replies buffered so far; true once reading is over (own reply, failure, stale).
+  bool handle_buffered(caller_turn& turn, turn_reading& r);
+  // Reads what the socket holds without blocking.
+  void read_turn(caller_turn& turn, turn_reading& r);
+  // Hands the roles, and what was read for others, back to the I/O thread.
+  void end_turn(caller_turn& turn, turn_reading& r);
+  friend class polled_reads;
   // Parses read_buffer_ into `out`; false (and `failure`) for a malformed stream. Reader role.
   bool parse_buffered(std::vector<reply>& out, std::string& failure);
   // The reader role is taken: the parser and buffer start afresh on a new link (under mutex_).
@@ -290,6 +315,32 @@ class connection : public std::enable_shared_from_this<connection> {
   backoff backoff_;
   std::minstd_rand jitter_;
   std::atomic<bool> stop_requested_{false};
+};
+
+// Requests on several links whose replies the calling thread reads itself, polling the links'
+// sockets together: Redlock's attempt on its N masters costs one round trip and no hand-off
+// between threads. connection::send(..., caller::polls, &reads) adds its link here when the
+// caller took the link's turn (see caller::waits); otherwise the request takes the I/O thread's
+// path and `done` runs there. One calling thread; not copyable.
+class polled_reads {
+ public:
+  polled_reads() = default;
+  polled_reads(const polled_reads&) = delete;
+  polled_reads& operator=(const polled_reads&) = delete;
+  ~polled_reads() { finish(); }
+
+  // Reads and handles replies as they arrive (their completions run on this thread) until
+  // `enough()`, checked after each batch, holds, every link's own reply was handled, or
+  // `deadline` passes. Replies already readable then are still handled.
+  void read_until(clock::time_point deadline, const std::function<bool()>& enough);
+  // Hands every link back to its I/O thread, which finishes what is still due. Idempotent.
+  void finish() noexcept;
+  std::size_t size() const noexcept { return entries_.size(); }
+
+ private:
+  friend class connection;
+  struct entry;
+  std::vector<std::shared_ptr<entry>> entries_;
 };
 
 }  // namespace dlock::net

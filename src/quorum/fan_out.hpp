@@ -43,6 +43,13 @@ class fan_out : public std::enable_shared_from_this<fan_out> {
     changed_.notify_all();
   }
 
+  // Whether `done(answers)` is true now.
+  template <typename Done>
+  bool holds(Done&& done) {
+    std::lock_guard lock(mutex_);
+    return done(answers_);
+  }
+
   // Waits until `done(answers)` is true or `deadline` passes; returns the answers seen by then.
   template <typename Done>
   answers wait(clock::time_point deadline, Done&& done) {

@@ -43,6 +43,7 @@
 #include "locks/engine/lock_counters.hpp"
 #include "locks/names.hpp"
 #include "locks/types/wait_line.hpp"
+#include "net/connection.hpp"
 #include "quorum/fan_out.hpp"
 
 namespace dlock {
@@ -256,9 +257,12 @@ class redlock::impl : public core::thread_exit_listener {
     milliseconds holder_left{0};  // when a majority's current holds would all have ended
   };
 
+  // With `polled`, the calling thread writes the requests and may read the replies itself (see
+  // net::polled_reads); otherwise the I/O thread does both.
   std::shared_ptr<quorum::fan_out> send(const std::vector<std::size_t>& targets, const script& s,
                                         const std::vector<std::string>& keys,
-                                        const std::vector<std::string>& args);
+                                        const std::vector<std::string>& args,
+                                        net::polled_reads* polled = nullptr);
   std::vector<std::size_t> all_masters() const {
     std::vector<std::size_t> all(size_);
     for (std::size_t i = 0; i < size_; ++i)
@@ -310,6 +314,9 @@ class redlock::impl : public core::thread_exit_listener {
 
   mutable std::mutex holds_mutex_;
   std::condition_variable watchdog_wake_;
+  // When the watchdog, asleep, wakes next; min() while it is awake. A new hold wakes it only if
+  // it is due sooner: a thread wake-up per acquisition is dear on a small machine.
+  clock::time_point watchdog_sleeps_until_ = clock::time_point::min();
   std::map<hold_key, std::shared_ptr<redlock_hold>> holds_;
   std::map<std::string, std::weak_ptr<redlock_gate>> gates_;
   std::set<std::shared_ptr<redlock_waker>> wakers_;
@@ -426,7 +433,8 @@ void redlock::impl::stop() noexcept {
 std::shared_ptr<quorum::fan_out> redlock::impl::send(const std::vector<std::size_t>& targets,
                                                      const script& s,
                                                      const std::vector<std::string>& keys,
-                                                     const std::vector<std::string>& args) {
+                                                     const std::vector<std::string>& args,
+                                                     net::polled_reads* polled) {
   const std::vector<std::string_view> key_views(keys.begin(), keys.end());
   const std::vector<std::string_view> arg_views(args.begin(), args.end());
   auto calls = std::make_shared<quorum::fan_out>(size_);
@@ -434,7 +442,11 @@ std::shared_ptr<quorum::fan_out> redlock::impl::send(const std::vector<std::size
   if (masters_.empty()) throw error(errc::client_stopped, "the redlock was destroyed");
   for (const std::size_t i : targets) {
     try {
-      masters_[i]->async_eval(s, key_views, arg_views, calls->handler(i));
+      if (polled != nullptr) {
+        masters_[i]->async_eval_from_caller(s, key_views, arg_views, calls->handler(i), polled);
+      } else {
+        masters_[i]->async_eval(s, key_views, arg_views, calls->handler(i));
+      }
     } catch (const error& e) {
       calls->complete(i, e.code(), reply::make_error(e.what()));
     }
@@ -476,6 +488,8 @@ std::shared_ptr<quorum::fan_out> redlock::impl::release_on_all(const std::string
       continue;
     }
     try {
+      // The I/O thread writes it (and, right behind, this thread's next attempt, if it comes
+      // meanwhile): writing three requests itself costs the unlocking thread more.
       masters_[i]->async_eval(unlock_script(), key_views, arg_views, done);
     } catch (const error& e) {
       done(e.code(), reply::make_error(e.what()));
@@ -505,24 +519,30 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   const auto validity_end = start + lease - drift_of(lease);
   ++counters_.attempts;
   ++type_counters_.attempts;
+  // This thread writes the N requests and reads the replies of the links it could take itself:
+  // one round trip, no hand-off to the I/O thread and back.
+  net::polled_reads reads;
   auto calls = send(all_masters(), lock_script(), {name, locks::fence_key(name)},
-                    {std::to_string(lease.count()), owner, nonce, "0"});
+                    {std::to_string(lease.count()), owner, nonce, "0"}, &reads);
   const std::size_t quorum = quorum_;
   const std::size_t size = size_;
   // Stop waiting once a majority granted, or once it no longer can.
-  const auto answers = calls->wait(std::min(start + options_.request_timeout, validity_end),
-                                   [quorum, size](const quorum::fan_out::answers& a) {
-                                     std::size_t yes = 0, no = 0;
-                                     for (const auto& r : a) {
-                                       if (!r) continue;
-                                       if (is_yes_array(r)) {
-                                         ++yes;
-                                       } else {
-                                         ++no;
-                                       }
-                                     }
-                                     return yes >= quorum || no > size - quorum || yes + no == size;
-                                   });
+  const auto decided = [quorum, size](const quorum::fan_out::answers& a) {
+    std::size_t yes = 0, no = 0;
+    for (const auto& r : a) {
+      if (!r) continue;
+      if (is_yes_array(r)) {
+        ++yes;
+      } else {
+        ++no;
+      }
+    }
+    return yes >= quorum || no > size - quorum || yes + no == size;
+  };
+  const auto wait_end = std::min(start + options_.request_timeout, validity_end);
+  reads.read_until(wait_end, [&] { return calls->holds(decided); });
+  reads.finish();  // the I/O thread reads what is still due
+  const auto answers = calls->wait(wait_end, decided);
   const auto now = clock::now();
   attempt_round_trip_us_.store(
       std::chrono::duration_cast<std::chrono::microseconds>(now - start).count(),
@@ -759,6 +779,7 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     }
     attempt_result result = attempt(name, owner, lease_ms, lease == nullptr);
     if (result.hold) {
+      bool wake_watchdog = false;
       result.hold->gate = gate;
       {
         std::lock_guard lock(holds_mutex_);
@@ -767,8 +788,11 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
           throw error(errc::client_stopped, "the redlock was destroyed");
         }
         holds_[{name, owner_key}] = result.hold;
+        const auto first_due =
+            result.hold->watchdog ? result.hold->next_renewal : result.hold->valid_until;
+        wake_watchdog = first_due < watchdog_sleeps_until_;
       }
-      watchdog_wake_.notify_all();
+      if (wake_watchdog) watchdog_wake_.notify_all();
       gate_kept = true;
       observe_acquired(name, started, *result.hold);
       return true;
@@ -944,7 +968,9 @@ void redlock::impl::run_watchdog() {
       }
     }
     if (due.empty() && expired.empty() && unconfirmed.empty()) {
+      watchdog_sleeps_until_ = next;
       watchdog_wake_.wait_until(lock, next);
+      watchdog_sleeps_until_ = clock::time_point::min();
       continue;
     }
     lock.unlock();

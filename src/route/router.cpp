@@ -171,7 +171,8 @@ reply confirmed(reply script_reply, std::error_code wait_error, reply wait_reply
 
 void router::eval(target to, const script& s, std::span<const std::string_view> keys,
                   std::span<const std::string_view> args, std::chrono::milliseconds timeout,
-                  net::completion done, bool urgent, confirmation confirm, caller c) {
+                  net::completion done, bool urgent, confirmation confirm, caller c,
+                  net::polled_reads* polled) {
   // EVALSHA sha numkeys keys... args...; the fallback needs the arguments after this returns.
   auto owned = std::make_shared<std::vector<std::string>>();
   owned->reserve(3 + keys.size() + args.size());
@@ -217,7 +218,7 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
     std::vector<std::string_view> retry(owned->begin(), owned->end());
     link.send(retry, std::move(done), timeout);
   };
-  link.send(views, std::move(fallback), timeout, urgent, c);
+  link.send(views, std::move(fallback), timeout, urgent, c, polled);
 }
 
 void router::dispatch(const std::shared_ptr<request>& r, net::connection& link, bool asking) {

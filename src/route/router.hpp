@@ -82,10 +82,11 @@ class router {
   // commands must not rely on it (the lock scripts are loaded with every connection). On a
   // cluster, keys in different slots are refused with errc::invalid_argument. With a
   // confirmation, a script that succeeded completes with the array [its reply, WAIT's reply].
+  // caller::polls adds the link to `polled` (see net::polled_reads) when the caller takes it.
   void eval(target to, const script& s, std::span<const std::string_view> keys,
             std::span<const std::string_view> args, std::chrono::milliseconds timeout,
             net::completion done, bool urgent = false, confirmation confirm = {},
-            caller c = caller::leaves);
+            caller c = caller::leaves, net::polled_reads* polled = nullptr);
 
   // Refuses (errc::invalid_argument, naming two of them) keys that a cluster would refuse with
   // CROSSSLOT. Nothing to check unless the deployment is a cluster.

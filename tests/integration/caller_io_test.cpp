@@ -271,5 +271,78 @@ TEST(CallerIo, ACallerThatTimesOutWhileReadingLeavesTheLinkInStep) {
   EXPECT_EQ(c.command({"LLEN", list}).integer, 0);
 }
 
+// A reply and the thread its completion ran on.
+using answer = std::pair<reply, std::thread::id>;
+
+void send_polled(link_under_test& t, std::initializer_list<std::string_view> args,
+                 std::promise<answer>& done, net::polled_reads& reads) {
+  const std::vector<std::string_view> views(args);
+  t.link().send(
+      views,
+      [&done](std::error_code ec, reply r) {
+        if (ec) r = reply::make_error(ec.message());
+        done.set_value({std::move(r), std::this_thread::get_id()});
+      },
+      10s, false, caller::polls, &reads);
+}
+
+bool ready(const std::future<answer>& f) {
+  return f.wait_for(0s) == std::future_status::ready;
+}
+
+// A quorum's caller (Redlock's attempt) writes to several links and reads their replies itself,
+// polling the links together. Once it has enough, a link whose server has not answered is left to
+// that link's I/O thread, which completes the request; the link stays in step.
+TEST(CallerIo, AQuorumCallerReadsFreeLinksItselfAndLeavesASlowOneToItsIoThread) {
+  redis_server fast_server, slow_server;
+  link_under_test fast(fast_server.url()), slow(slow_server.url());
+  for (auto* t : {&fast, &slow}) {
+    ASSERT_EQ(t->call({"PING"}, caller::leaves).first.str, "PONG");
+    for (int i = 0; i < 20; ++i)  // see AWaitingCallerWritesAndReadsItsOwnRequestOnAFreeLink
+      ASSERT_EQ(t->call({"ECHO", "warm-up"}, caller::waits).first.str, "warm-up");
+  }
+  int both_on_caller = 0;
+  for (int i = 0; i < 20; ++i) {
+    std::promise<answer> a, b;
+    auto fa = a.get_future(), fb = b.get_future();
+    net::polled_reads reads;
+    send_polled(fast, {"ECHO", "a"}, a, reads);
+    send_polled(slow, {"ECHO", "b"}, b, reads);
+    reads.read_until(std::chrono::steady_clock::now() + 10s,
+                     [&] { return ready(fa) && ready(fb); });
+    reads.finish();
+    const auto [ra, where_a] = fa.get();
+    const auto [rb, where_b] = fb.get();
+    ASSERT_EQ(ra.str, "a");
+    ASSERT_EQ(rb.str, "b");
+    both_on_caller +=
+        where_a == std::this_thread::get_id() && where_b == std::this_thread::get_id();
+  }
+  EXPECT_GE(both_on_caller, 19);  // a health-check PING of an I/O thread may take one turn
+
+  // The slow server holds its reply back; the fast one's is enough.
+  constexpr auto pause = 3s;
+  slow_server.cli({"CLIENT", "PAUSE", "3000", "ALL"});
+  std::promise<answer> a, b;
+  auto fa = a.get_future(), fb = b.get_future();
+  const auto began = std::chrono::steady_clock::now();
+  {
+    net::polled_reads reads;
+    send_polled(fast, {"ECHO", "a"}, a, reads);
+    send_polled(slow, {"ECHO", "b"}, b, reads);
+    reads.read_until(began + 10s, [&] { return ready(fa); });
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - began, pause - return_slack);
+  ASSERT_TRUE(ready(fa));
+  EXPECT_EQ(fa.get().first.str, "a");
+  EXPECT_FALSE(ready(fb));
+  ASSERT_EQ(fb.wait_for(pause + return_slack), std::future_status::ready);
+  const auto [rb, where_b] = fb.get();
+  EXPECT_EQ(rb.str, "b");
+  EXPECT_EQ(where_b, slow.io_thread_id());
+  EXPECT_EQ(slow.call({"ECHO", "after"}, caller::waits).first.str, "after");
+  EXPECT_EQ(fast.call({"ECHO", "after"}, caller::waits).first.str, "after");
+}
+
 }  // namespace
 }  // namespace dlock
