@@ -4,12 +4,17 @@
 // their command-line options.
 #pragma once
 
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -113,6 +118,59 @@ inline CLI::Validator number_range(double min, double max) {
         return std::string();
       },
       "FLOAT in [" + shown_min.str() + " - " + shown_max.str() + "]");
+}
+
+// The CPU time (user + system, seconds) of this process's children that have been waited for.
+inline double children_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_CHILDREN, &u);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+// The CPU time (user + system, seconds) process `pid` has used, or -1.
+inline double cpu_seconds_of(pid_t pid) {
+  if (pid <= 0) return -1;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return -1;
+  char text[1024] = {};
+  const std::size_t n = std::fread(text, 1, sizeof text - 1, f);
+  std::fclose(f);
+  // Fields after the command name in parentheses: state is the 3rd, utime the 14th, stime 15th.
+  const char* rest = std::strrchr(text, ')');
+  if (n == 0 || rest == nullptr) return -1;
+  std::istringstream in(rest + 2);
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// The CPU time (user + system, seconds) of this process.
+inline double own_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+// Pins thread or process `pid` (0: the calling thread) to `cpu`, or lets it run anywhere (-1).
+inline bool pin(pid_t pid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned c = 0; c < cpus; ++c)
+    if (cpu < 0 || static_cast<unsigned>(cpu) == c) CPU_SET(c, &set);
+  return ::sched_setaffinity(pid, sizeof set, &set) == 0;
 }
 
 }  // namespace dlock::bench

@@ -81,6 +81,7 @@
 
 #include "bench_support.hpp"
 #include "dlock/client.hpp"
+#include "hiredis_support.hpp"
 #include "redis_process.hpp"
 
 #ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
@@ -92,9 +93,19 @@ extern char** environ;
 
 namespace {
 
+using dlock::bench::children_cpu_seconds;
+using dlock::bench::connect_hiredis;
 using dlock::bench::cpu_model;
+using dlock::bench::cpu_seconds_of;
+using dlock::bench::endpoint_of;
+using dlock::bench::hiredis_context;
+using dlock::bench::hiredis_reply;
 using dlock::bench::info_field;
+using dlock::bench::median_ping_us;
+using dlock::bench::pin;
 using dlock::bench::print_idle;
+using dlock::bench::redis_endpoint;
+using dlock::bench::run;
 using steady = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -151,65 +162,6 @@ double median(std::vector<double> v) {
 std::int64_t monotonic_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch())
       .count();
-}
-
-// --- hiredis -----------------------------------------------------------------------------------
-
-struct redis_endpoint {
-  std::string host = "127.0.0.1";
-  int port = 6379;
-};
-
-redis_endpoint endpoint_of(const std::string& url) {
-  const dlock::client_options o = dlock::client_options::from_url(url);
-  return {o.host, o.port};
-}
-
-struct hiredis_deleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-using hiredis_context = std::unique_ptr<redisContext, hiredis_deleter>;
-struct reply_deleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using hiredis_reply = std::unique_ptr<redisReply, reply_deleter>;
-
-hiredis_context connect_hiredis(const redis_endpoint& at) {
-  hiredis_context c(redisConnect(at.host.c_str(), at.port));
-  if (!c || c->err) {
-    throw std::runtime_error("hiredis: cannot connect to " + at.host + ":" +
-                             std::to_string(at.port) + (c ? std::string(": ") + c->errstr : ""));
-  }
-  return c;
-}
-
-hiredis_reply run(redisContext* c, const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lengths;
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lengths.push_back(a.size());
-  }
-  auto* r = static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lengths.data()));
-  if (r == nullptr) throw std::runtime_error(std::string("hiredis: ") + c->errstr);
-  if (r->type == REDIS_REPLY_ERROR) {
-    std::string text(r->str, r->len);
-    freeReplyObject(r);
-    throw std::runtime_error("redis: " + text);
-  }
-  return hiredis_reply(r);
-}
-
-double median_ping_us(const redis_endpoint& at, int pings) {
-  hiredis_context c = connect_hiredis(at);
-  std::vector<double> us;
-  for (int i = 0; i < pings; ++i) {
-    const auto t0 = steady::now();
-    run(c.get(), {"PING"});
-    us.push_back(std::chrono::duration<double, std::micro>(steady::now() - t0).count());
-  }
-  return median(us);
 }
 
 // What one hand-off between two threads costs here (a condition variable and back, halved):
@@ -396,16 +348,6 @@ struct child_args {
   int pings = 2000;
   int cpu = -1;  // the ping child: the vCPU it pins itself to (-1: none)
 };
-
-// Pins thread or process `pid` (0: the calling thread) to `cpu`, or lets it run anywhere (-1).
-bool pin(pid_t pid, int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned c = 0; c < cpus; ++c)
-    if (cpu < 0 || static_cast<unsigned>(cpu) == c) CPU_SET(c, &set);
-  return ::sched_setaffinity(pid, sizeof set, &set) == 0;
-}
 
 // A lock of `side` on `key`; `client` is the process's dlock::client (dlock side only).
 std::unique_ptr<any_lock> make_lock(const child_args& a, dlock::client* client,
@@ -595,39 +537,6 @@ struct load_result {
   double server_cpu_s = -1;  // the server's CPU time (user + system) over the run; -1: unknown
   double clients_cpu_s = 0;  // the client processes' CPU time (user + system)
 };
-
-// The CPU time (user + system, seconds) of this process's children that have been waited for.
-double children_cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_CHILDREN, &u);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return seconds(u.ru_utime) + seconds(u.ru_stime);
-}
-
-// The CPU time (user + system, seconds) process `pid` has used, or -1.
-double cpu_seconds_of(pid_t pid) {
-  if (pid <= 0) return -1;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  std::FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return -1;
-  char text[1024] = {};
-  const std::size_t n = std::fread(text, 1, sizeof text - 1, f);
-  std::fclose(f);
-  // Fields after the command name in parentheses: state is the 3rd, utime the 14th, stime 15th.
-  const char* rest = std::strrchr(text, ')');
-  if (n == 0 || rest == nullptr) return -1;
-  std::istringstream in(rest + 2);
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && in >> field; ++i) {
-    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
-    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
 
 std::map<std::string, std::uint64_t> command_calls(dlock::client& admin) {
   const std::string text = admin.command({"INFO", "commandstats"}).str;

@@ -7,8 +7,16 @@
 //        --hold-ms and thinking --think-ms between acquisitions: acquisitions/s and the wait of
 //        each acquisition (p50, p99 over both processes);
 //   (h)  handoff: A holds, B waits in another redlock (node: another acquire()), A unlocks; the
-//        time from A's unlock call to B holding, also in loopback round trips (PING, measured).
+//        time from A's unlock call to B holding, also in loopback round trips (RTT below).
 // The medians of --repeat rounds are printed, with dlock / node-redlock ratios.
+//
+// Beside them, for (a): the floor, what one thread with no I/O thread of its own does on hiredis
+// with dlock's own lock and release scripts (the N requests written at once, a majority's replies
+// read by polling the N sockets, the release written right behind and its replies read before the
+// next attempt's); and the CPU time per acquisition of the 3 servers together (/proc/<pid>/stat)
+// and of the client (this process for dlock and the floor, the node process for node-redlock).
+// RTT: the median synchronous hiredis PING of a child process to the first master, the two pinned
+// to different vCPUs (as the sides mostly run), before and after the rounds; the unit is the mean.
 //
 //   dlock_bench_redlock [--seconds 2] [--repeat 3] [--handoffs 50] [--node node]
 #include <CLI/CLI.hpp>
@@ -25,8 +33,14 @@
 #include <thread>
 #include <vector>
 
+#include <poll.h>
+
 #include "bench_support.hpp"
 #include "dlock/dlock.hpp"
+#include "dlock/embedded_scripts.hpp"
+#include "hiredis_support.hpp"
+#include "locks/names.hpp"
+#include "locks/types/wait_line.hpp"
 #include "redis_process.hpp"
 
 namespace {
@@ -140,6 +154,100 @@ result dlock_handoff(const std::vector<std::string>& urls, const std::string& na
   return r;
 }
 
+// --- the floor ----------------------------------------------------------------------------------
+
+// (a) on hiredis, one thread, dlock's scripts: see the top of this file. Returns cycles per second.
+double floor_cycles(const std::vector<std::string>& urls, const std::string& name, double seconds) {
+  struct link {
+    dlock::bench::hiredis_context c;
+    int pending = 0;  // replies not yet read
+  };
+  const std::string lock_source = dlock::locks::with_wait_line(dlock::scripts::plain_lock);
+  const std::string unlock_source = dlock::locks::with_wait_line(dlock::scripts::plain_unlock);
+  const std::string fence = dlock::locks::fence_key(name);
+  const std::string channel = dlock::locks::plain_unlock_channel(name);
+  const std::string owner = "0123456789abcdef0123456789abcdef:1";
+  std::vector<link> links;
+  std::string lock_sha, unlock_sha;
+  for (const auto& url : urls) {
+    links.push_back({dlock::bench::connect_hiredis(dlock::bench::endpoint_of(url)), 0});
+    lock_sha = dlock::bench::run(links.back().c.get(), {"SCRIPT", "LOAD", lock_source})->str;
+    unlock_sha = dlock::bench::run(links.back().c.get(), {"SCRIPT", "LOAD", unlock_source})->str;
+  }
+  const auto append = [](link& l, const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lengths;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+    redisAppendCommandArgv(l.c.get(), static_cast<int>(args.size()), argv.data(), lengths.data());
+    ++l.pending;
+  };
+  const auto flush = [&] {
+    for (auto& l : links) {
+      int done = 0;
+      while (done == 0) {
+        if (redisBufferWrite(l.c.get(), &done) != REDIS_OK)
+          throw std::runtime_error("floor: write");
+      }
+    }
+  };
+  std::size_t granted = 0;  // lock replies that granted, to check the floor did the work
+  // Reads until at least `links_done` links have no reply due.
+  const auto read_until = [&](std::size_t links_done) {
+    for (;;) {
+      std::vector<pollfd> fds;
+      std::vector<link*> due;
+      for (auto& l : links) {
+        if (l.pending > 0) {
+          fds.push_back({l.c->fd, POLLIN, 0});
+          due.push_back(&l);
+        }
+      }
+      if (links.size() - due.size() >= links_done) return;
+      ::poll(fds.data(), fds.size(), -1);
+      for (std::size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        if (redisBufferRead(due[i]->c.get()) != REDIS_OK) throw std::runtime_error("floor: read");
+        void* r = nullptr;
+        while (due[i]->pending > 0 && redisGetReplyFromReader(due[i]->c.get(), &r) == REDIS_OK &&
+               r != nullptr) {
+          const auto* reply = static_cast<redisReply*>(r);
+          if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+              reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[0]->integer == 1) {
+            ++granted;
+          }
+          freeReplyObject(r);
+          --due[i]->pending;
+        }
+      }
+    }
+  };
+  const std::size_t quorum = links.size() / 2 + 1;
+  long cycles = 0;
+  const auto t0 = clock_type::now();
+  const auto end = t0 + std::chrono::duration<double>(seconds);
+  while (clock_type::now() < end) {
+    const std::string nonce = std::to_string(cycles);
+    for (auto& l : links)
+      append(l, {"EVALSHA", lock_sha, "2", name, fence, "30000", owner, nonce, "0"});
+    flush();
+    read_until(quorum);
+    for (auto& l : links)
+      append(l, {"EVALSHA", unlock_sha, "2", name, channel, owner + ":" + nonce, "publish"});
+    flush();
+    ++cycles;
+  }
+  read_until(links.size());
+  const double took = std::chrono::duration<double>(clock_type::now() - t0).count();
+  if (granted < static_cast<std::size_t>(cycles) * quorum) {
+    throw std::runtime_error("floor: " + std::to_string(granted) + " grants in " +
+                             std::to_string(cycles) + " cycles");
+  }
+  return static_cast<double>(cycles) / took;
+}
+
 // --- node-redlock side --------------------------------------------------------------------------
 
 std::vector<std::string> node_argv(const options& o, const std::string& ports,
@@ -195,7 +303,8 @@ result two_processes(const std::vector<std::string>& argv0, const std::vector<st
 
 int main(int argc, char** argv) {
   options o;
-  std::string worker_urls, worker_name;
+  std::string worker_urls, worker_name, worker_ping;
+  int worker_cpu = -1;
   int worker_threads = 0;
   CLI::App app{"dlock::redlock beside node-redlock over the same 3 private redis-servers"};
   app.add_option("--seconds", o.seconds, "Seconds per timed run (default 2)")
@@ -207,10 +316,19 @@ int main(int argc, char** argv) {
   app.add_option("--node", o.node, "Node for the baseline (default: node; 'none' skips it)");
   // Internal: one (c2) process of the dlock side.
   app.add_option("--worker-c2", worker_urls)->group("");
+  // Internal: the RTT child (prints rtt_us=<median hiredis PING to this URL>).
+  app.add_option("--worker-ping", worker_ping)->group("");
+  app.add_option("--worker-cpu", worker_cpu)->group("");  // the vCPU it pins itself to
   app.add_option("--worker-name", worker_name)->group("");
   app.add_option("--worker-threads", worker_threads)->group("");
   CLI11_PARSE(app, argc, argv);
 
+  if (!worker_ping.empty()) {
+    if (worker_cpu >= 0 && !dlock::bench::pin(0, worker_cpu)) return 1;
+    std::cout << "rtt_us="
+              << dlock::bench::median_ping_us(dlock::bench::endpoint_of(worker_ping), 2000) << "\n";
+    return 0;
+  }
   if (!worker_urls.empty()) {
     std::vector<std::string> urls;
     std::istringstream in(worker_urls);
@@ -238,18 +356,54 @@ int main(int argc, char** argv) {
       joined += (i ? " " : "") + masters.back()->url();
     }
     dlock::client probe{urls[0]};
+    const std::string self = argv[0];
+    // On two vCPUs or more: the first master on one, the child on another (the sides' processes
+    // mostly run apart from a server: see docs/benchmarks.md, "Session 9").
+    const auto child_rtt_ms = [&] {
+      const bool pinned =
+          std::thread::hardware_concurrency() >= 2 && dlock::bench::pin(masters[0]->pid(), 0);
+      const auto kv =
+          run_checked({self, "--worker-ping", urls[0], "--worker-cpu", pinned ? "1" : "-1"}, 10);
+      if (pinned) dlock::bench::pin(masters[0]->pid(), -1);
+      return std::stod(kv.at("rtt_us")) / 1000;
+    };
+    const double rtt_before_ms = child_rtt_ms();
     std::vector<double> rtt;
     for (int i = 0; i < 2000; ++i) {
       const auto t0 = clock_type::now();
       probe.command({"PING"});
       rtt.push_back(ms_double(clock_type::now() - t0).count());
     }
-    const double rtt_ms = percentile(rtt, 50);
+    const double in_process_ms = percentile(rtt, 50);
     dlock::bench::print_idle("", "before");
     std::printf(
-        "3 masters: redis-server %s on 127.0.0.1 ports %s; PING p50 %.3f ms\n",
+        "3 masters: redis-server %s on 127.0.0.1 ports %s\n"
+        "RTT before the rounds (median synchronous hiredis PING, child process on another vCPU "
+        "than the first master): %.1f us\n"
+        "  (a dlock::client PING in this process, the unit until session 9: %.1f us)\n",
         dlock::bench::info_field(probe.command({"INFO", "server"}).str, "redis_version").c_str(),
-        ports.c_str(), rtt_ms);
+        ports.c_str(), rtt_before_ms * 1000, in_process_ms * 1000);
+    std::vector<pid_t> pids;
+    for (const auto& m : masters)
+      pids.push_back(m->pid());
+    const auto servers_cpu = [&] {
+      double total = 0;
+      for (const pid_t pid : pids)
+        total += dlock::bench::cpu_seconds_of(pid);
+      return total;
+    };
+    // Runs one (a) side; records its rate and the CPU microseconds per acquisition.
+    const auto measured = [&](bool child, const auto& run_side) {
+      const double servers0 = servers_cpu();
+      const double client0 =
+          child ? dlock::bench::children_cpu_seconds() : dlock::bench::own_cpu_seconds();
+      const auto [rate, seconds] = run_side();
+      const double servers = servers_cpu() - servers0;
+      const double client =
+          (child ? dlock::bench::children_cpu_seconds() : dlock::bench::own_cpu_seconds()) -
+          client0;
+      return std::tuple{rate, servers * 1e6 / (rate * seconds), client * 1e6 / (rate * seconds)};
+    };
     if (!o.node.empty()) {
       const auto v = dlock::tools::run_command(
           {o.node, std::string(DLOCK_BENCH_BASELINES_DIR) + "/redlock_lock.mjs", "--version"});
@@ -258,14 +412,29 @@ int main(int argc, char** argv) {
     }
 
     std::map<std::string, std::vector<double>> figures;  // "<side> <metric>" -> one per round
-    const std::string self = argv[0];
     for (int round = 0; round < o.repeat; ++round) {
       const std::string suffix = ":" + std::to_string(round);
       // (a)
-      figures["dlock a"].push_back(dlock_cycles(urls, "bench:a" + suffix, 1, o.seconds, 0, 0).rate);
+      const auto record_a = [&](const std::string& side, const auto& figures_of_run) {
+        const auto [rate, servers_us, client_us] = figures_of_run;
+        figures[side + " a"].push_back(rate);
+        figures[side + " a srv"].push_back(servers_us);
+        figures[side + " a cli"].push_back(client_us);
+      };
+      record_a("dlock", measured(false, [&] {
+                 return std::pair{dlock_cycles(urls, "bench:a" + suffix, 1, o.seconds, 0, 0).rate,
+                                  o.seconds};
+               }));
+      record_a("floor", measured(false, [&] {
+                 return std::pair{floor_cycles(urls, "bench:fa" + suffix, o.seconds), o.seconds};
+               }));
       if (!o.node.empty()) {
-        const auto kv = run_checked(node_argv(o, ports, "a", "bench:na" + suffix, 1), o.seconds);
-        figures["node a"].push_back(std::stod(kv.at("acquisitions")) / std::stod(kv.at("seconds")));
+        record_a("node", measured(true, [&] {
+                   const auto kv =
+                       run_checked(node_argv(o, ports, "a", "bench:na" + suffix, 1), o.seconds);
+                   const double seconds = std::stod(kv.at("seconds"));
+                   return std::pair{std::stod(kv.at("acquisitions")) / seconds, seconds};
+                 }));
       }
       // (c2)
       const std::vector<std::string> worker{self,
@@ -304,15 +473,27 @@ int main(int argc, char** argv) {
     const auto ratio = [&](double a, double b) { return b > 0 ? a / b : 0.0; };
     std::printf("\nmedians of %d rounds, %.1f s each\n", o.repeat, o.seconds);
     std::printf("%-34s %14s %14s %8s\n", "scenario", "dlock", "node-redlock", "ratio");
+    const double rtt_ms = (rtt_before_ms + child_rtt_ms()) / 2;
+    std::printf("RTT unit (the mean of the child's PING before and after the rounds): %.1f us\n",
+                rtt_ms * 1000);
     std::printf("%-34s %14.0f %14.0f %7.2fx\n", "(a) 1 thread, acquisitions/s", m("dlock a"),
                 m("node a"), ratio(m("dlock a"), m("node a")));
+    std::printf("%-34s %14.1f %14.1f\n", "(a) servers' CPU us/acquisition", m("dlock a srv"),
+                m("node a srv"));
+    std::printf("%-34s %14.1f %14.1f\n", "(a) client CPU us/acquisition", m("dlock a cli"),
+                m("node a cli"));
+    std::printf(
+        "(a) floor (hiredis, one thread, dlock's scripts): %.0f/s = %.2fx node-redlock, "
+        "dlock = %.2fx the floor; CPU us/acquisition: servers %.1f, client %.1f\n",
+        m("floor a"), ratio(m("floor a"), m("node a")), ratio(m("dlock a"), m("floor a")),
+        m("floor a srv"), m("floor a cli"));
     std::printf("%-34s %14.0f %14.0f %7.2fx\n", "(c2) 8 thr/2 proc, acquisitions/s", m("dlock c2"),
                 m("node c2"), ratio(m("dlock c2"), m("node c2")));
     std::printf("%-34s %14.2f %14.2f\n", "(c2) wait p50 ms", m("dlock c2 p50"), m("node c2 p50"));
     std::printf("%-34s %14.2f %14.2f\n", "(c2) wait p99 ms", m("dlock c2 p99"), m("node c2 p99"));
     std::printf("%-34s %14.3f %14.3f\n", "(h) handoff p50 ms", m("dlock h p50"), m("node h p50"));
     std::printf("%-34s %14.3f %14.3f\n", "(h) handoff p99 ms", m("dlock h p99"), m("node h p99"));
-    std::printf("%-34s %14.1f %14.1f\n", "(h) handoff p50 in PING RTTs", m("dlock h p50") / rtt_ms,
+    std::printf("%-34s %14.1f %14.1f\n", "(h) handoff p50 in RTTs", m("dlock h p50") / rtt_ms,
                 m("node h p50") / rtt_ms);
     dlock::bench::print_idle("", "after");
   } catch (const std::exception& e) {
