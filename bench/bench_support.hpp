@@ -120,14 +120,24 @@ inline CLI::Validator number_range(double min, double max) {
       "FLOAT in [" + shown_min.str() + " - " + shown_max.str() + "]");
 }
 
-// The CPU time (user + system, seconds) of this process's children that have been waited for.
-inline double children_cpu_seconds() {
+// The CPU time (user + system, seconds) of getrusage(`who`).
+inline double rusage_cpu_seconds(int who) {
   rusage u{};
-  ::getrusage(RUSAGE_CHILDREN, &u);
+  ::getrusage(who, &u);
   const auto seconds = [](const timeval& t) {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
   };
   return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+// ... of this process's children that have been waited for.
+inline double children_cpu_seconds() {
+  return rusage_cpu_seconds(RUSAGE_CHILDREN);
+}
+
+// ... of this process.
+inline double own_cpu_seconds() {
+  return rusage_cpu_seconds(RUSAGE_SELF);
 }
 
 // The CPU time (user + system, seconds) process `pid` has used, or -1.
@@ -153,15 +163,6 @@ inline double cpu_seconds_of(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-// The CPU time (user + system, seconds) of this process.
-inline double own_cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return seconds(u.ru_utime) + seconds(u.ru_stime);
-}
 
 // Pins thread or process `pid` (0: the calling thread) to `cpu`, or lets it run anywhere (-1).
 inline bool pin(pid_t pid, int cpu) {
