@@ -163,7 +163,6 @@ inline double cpu_seconds_of(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-
 // Pins thread or process `pid` (0: the calling thread) to `cpu`, or lets it run anywhere (-1).
 inline bool pin(pid_t pid, int cpu) {
   cpu_set_t set;
