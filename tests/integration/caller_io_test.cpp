@@ -344,5 +344,46 @@ TEST(CallerIo, AQuorumCallerReadsFreeLinksItselfAndLeavesASlowOneToItsIoThread) 
   EXPECT_EQ(fast.call({"ECHO", "after"}, caller::waits).first.str, "after");
 }
 
+// A quorum caller polling a link whose server dies hears of it at once: the request fails (on the
+// link's I/O thread), the caller stops waiting for it, and the link comes back with the server.
+TEST(CallerIo, AServerKilledUnderAPollingQuorumCallerFailsItsRequestAtOnce) {
+  redis_server fast_server, slow_server;
+  link_under_test fast(fast_server.url()), slow(slow_server.url());
+  for (auto* t : {&fast, &slow}) {
+    ASSERT_EQ(t->call({"PING"}, caller::leaves).first.str, "PONG");
+    for (int i = 0; i < 20; ++i)  // see AWaitingCallerWritesAndReadsItsOwnRequestOnAFreeLink
+      ASSERT_EQ(t->call({"ECHO", "warm-up"}, caller::waits).first.str, "warm-up");
+  }
+  const std::string list = unique_key("list");
+  std::promise<answer> a, b;
+  auto fa = a.get_future(), fb = b.get_future();
+  net::polled_reads reads;
+  send_polled(fast, {"ECHO", "a"}, a, reads);
+  send_polled(slow, {"BLPOP", list, "30"}, b, reads);
+  EXPECT_EQ(reads.size(), 2u);  // both links were free: this thread wrote both requests
+  auto polling = std::async(std::launch::async, [&] {
+    const auto started = std::chrono::steady_clock::now();
+    reads.read_until(started + 30s, [&] { return ready(fa) && ready(fb); });
+    reads.finish();
+    return std::chrono::steady_clock::now() - started;
+  });
+  // The BLPOP is on the server once a client is blocked.
+  for (int i = 0; i < 500 && slow_server.cli({"INFO", "clients"}).find("blocked_clients:1") ==
+                                 std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  slow_server.kill(SIGKILL);
+  ASSERT_EQ(polling.wait_for(5s), std::future_status::ready) << "the polling caller hung";
+  EXPECT_LT(polling.get(), 5s);
+  EXPECT_EQ(fa.get().first.str, "a");
+  ASSERT_EQ(fb.wait_for(return_slack), std::future_status::ready);
+  const auto [rb, where_b] = fb.get();
+  EXPECT_TRUE(rb.is_error()) << rb.str;
+  EXPECT_EQ(where_b, slow.io_thread_id());
+  slow_server.start();
+  EXPECT_EQ(slow.call({"ECHO", "back"}, caller::waits).first.str, "back");
+}
+
 }  // namespace
 }  // namespace dlock
