@@ -321,7 +321,8 @@ class connection : public std::enable_shared_from_this<connection> {
 // sockets together: Redlock's attempt on its N masters costs one round trip and no hand-off
 // between threads. connection::send(..., caller::polls, &reads) adds its link here when the
 // caller took the link's turn (see caller::waits); otherwise the request takes the I/O thread's
-// path and `done` runs there. One calling thread; not copyable.
+// path and `done` runs where replies are read (the I/O thread, or a caller reading that link).
+// One calling thread; not copyable.
 class polled_reads {
  public:
   polled_reads() = default;
@@ -335,6 +336,7 @@ class polled_reads {
   void read_until(clock::time_point deadline, const std::function<bool()>& enough);
   // Hands every link back to its I/O thread, which finishes what is still due. Idempotent.
   void finish() noexcept;
+  // The links whose turn the caller took (it wrote their requests).
   std::size_t size() const noexcept { return entries_.size(); }
 
  private:
