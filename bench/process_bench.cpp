@@ -33,9 +33,14 @@
 // idle machine they mostly run on another vCPU than the server: the naive lock's own SET costs
 // about this RTT); the same PING with both on one vCPU is printed beside it, several times
 // cheaper on a VM, where waking an idle vCPU is dear. "lock p50" of (a) is the uncontended
-// lock() latency. Client commands come from INFO commandstats after CONFIG RESETSTAT, minus the
-// commands the lock scripts run inside Redis. "srv us/acq" is the private server's CPU time
-// (/proc/<pid>/stat, user + system) over the run per acquisition: one server thread does all of
+// lock() latency; the floor under it is printed beside it: dlock::mutex's own lock script on
+// hiredis, one waited round trip, from a child pinned as the RTT's. Client commands ("cmds/acq")
+// come from INFO commandstats between the moment every process starts its clock (CONFIG
+// RESETSTAT then) and the end, minus the commands the lock scripts run inside Redis; what the
+// processes sent before, connecting and warming up, is "setup/proc" (a dlock client's handshake
+// loads every script: about 35 SCRIPT LOADs); --print-commands lists both by command name. "srv
+// us/acq" is the private server's CPU time over the same window
+// (/proc/<pid>/stat, user + system) per acquisition: one server thread does all of
 // Redis' work, so 1e6 / that is the most acquisitions per second the server could serve. "cli
 // us/acq" is the same for the side's client processes (getrusage of the children waited for,
 // which includes their start-up): with both on the machine's vCPUs, CPU per acquisition bounds
@@ -82,6 +87,7 @@
 #include "bench_support.hpp"
 #include "dlock/client.hpp"
 #include "hiredis_support.hpp"
+#include "locks/types/reentrant_protocol.hpp"
 #include "redis_process.hpp"
 
 #ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
@@ -137,6 +143,7 @@ struct bench_options {
   std::string python = "/usr/bin/python3";  // empty: no redis-py side
   std::string node = "node";                // empty: no node-redlock side
   std::string baselines_dir = DLOCK_BENCH_BASELINES_DIR;
+  bool print_commands = false;  // each run's client commands by name
 };
 
 // A baseline run by an interpreter: `interpreter script` with redis_py_lock.py's options.
@@ -419,6 +426,58 @@ int run_ping_child(const child_args& a) {
   return 0;
 }
 
+// The script floor's child: `pings` uncontended cycles of dlock's own reentrant lock and release
+// scripts (the calls dlock::mutex makes, from locks::reentrant_protocol) on a synchronous hiredis
+// connection, each waited for; prints the median lock script's round trip. What one round trip
+// with dlock's lock script costs a client with no thread of its own: the floor under (a)'s lock().
+int run_script_floor_child(const child_args& a) {
+  if (a.cpu >= 0 && !pin(0, a.cpu)) throw std::runtime_error("cannot pin to a vCPU");
+  const dlock::locks::reentrant_protocol protocol;
+  hiredis_context c = connect_hiredis(endpoint_of(a.url));
+  const std::string owner = "0123456789abcdef0123456789abcdef:1";
+  const auto call = [&](const dlock::locks::script_call& sc) {
+    if (sc.code == nullptr) throw std::runtime_error("script floor: no script");
+    std::vector<std::string> args{"EVALSHA", sc.code->sha1(), std::to_string(sc.keys.size())};
+    args.insert(args.end(), sc.keys.begin(), sc.keys.end());
+    args.insert(args.end(), sc.args.begin(), sc.args.end());
+    if (sc.publish_command_arg != dlock::locks::script_call::no_publish)
+      args[3 + sc.keys.size() + sc.publish_command_arg] = "publish";
+    return run(c.get(), args);
+  };
+  const auto load = [&](const dlock::locks::script_call& sc) {
+    run(c.get(), {"SCRIPT", "LOAD", sc.code->source()});
+  };
+  dlock::locks::attempt_request attempt;
+  attempt.name = a.key;
+  attempt.owner = owner;
+  attempt.lease = std::chrono::seconds(30);
+  attempt.may_wait = true;
+  const auto lock_call = protocol.attempt(attempt);
+  std::vector<double> us;
+  for (int i = 0; i <= a.pings; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const hiredis_reply r = call(lock_call);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->element[0]->integer != 1)
+      throw std::runtime_error("script floor: the lock script did not grant");
+    dlock::locks::release_request release;
+    release.name = a.key;
+    release.owner = owner;
+    release.token = static_cast<std::uint64_t>(r->element[1]->integer);
+    const auto release_call = protocol.release(release);
+    if (i == 0) {  // the first cycle loads both scripts (EVALSHA then needs no fallback)
+      load(lock_call);
+      load(release_call);
+      continue;
+    }
+    call(release_call);
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("lock_us %.3f\n", us[us.size() / 2]);
+  return 0;
+}
+
 // The handoff child: reads "lock", "unlock" or "quit" lines; answers "locked <ns>" after lock()
 // returns and "unlocked <ns>" with the time just before unlock().
 int run_handoff_child(const child_args& a) {
@@ -533,7 +592,8 @@ struct load_result {
   double per_second = 0;
   std::vector<std::uint64_t> per_process;
   std::vector<double> waits_us;
-  double client_commands_per_acquisition = 0;
+  double client_commands_per_acquisition = 0;  // from the start of the clocks to the end
+  double setup_commands_per_process = 0;       // before that: connections, warm-up cycles
   double server_cpu_s = -1;  // the server's CPU time (user + system) over the run; -1: unknown
   double clients_cpu_s = 0;  // the client processes' CPU time (user + system)
 };
@@ -616,7 +676,7 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
                      pid_t server_pid) {
   admin.command({"DEL", key});
   admin.command({"CONFIG", "RESETSTAT"});
-  const double cpu_before = cpu_seconds_of(server_pid);
+  const bool inner_set = side == "dlock" || (script && script->inner_set);
   const double children_before = children_cpu_seconds();
   // Interpreters take longer to start (imports, connections): every process starts its clock
   // at the same moment, after all of them are up.
@@ -658,7 +718,17 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
                                                                  std::to_string(start_ns)},
                                         false));
   }
+  // Every process is up, connected and warmed up by its start: what the servers executed until
+  // then is the processes' setup (dlock's handshake loads every script), counted apart from the
+  // acquisitions.
+  std::this_thread::sleep_until(steady::time_point{std::chrono::nanoseconds(start_ns)});
+  const std::map<std::string, std::uint64_t> setup_calls = command_calls(admin);
+  const std::uint64_t setup_commands = client_commands(setup_calls, inner_set);
+  admin.command({"CONFIG", "RESETSTAT"});
+  const double cpu_before = cpu_seconds_of(server_pid);
   load_result r;
+  r.setup_commands_per_process =
+      static_cast<double>(setup_commands) / static_cast<double>(processes);
   std::uint64_t total = 0;
   for (auto& c : children) {
     const std::uint64_t mine = parse_child_output(c->read_all(), r.waits_us);
@@ -670,11 +740,37 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
   const double cpu_after = cpu_seconds_of(server_pid);
   if (cpu_before >= 0 && cpu_after >= 0) r.server_cpu_s = cpu_after - cpu_before;
   r.clients_cpu_s = children_cpu_seconds() - children_before;
-  const std::uint64_t commands =
-      client_commands(command_calls(admin), side == "dlock" || (script && script->inner_set));
+  const std::map<std::string, std::uint64_t> calls = command_calls(admin);
+  const std::uint64_t commands = client_commands(calls, inner_set);
+  if (o.print_commands) {
+    const auto print = [&](const char* what, const std::map<std::string, std::uint64_t>& by_name,
+                           double per) {
+      std::printf("  %s, %dx%d: client commands %s:", side.c_str(), processes, threads, what);
+      for (const auto& [name, n] : by_name) {
+        if (client_commands({{name, n}}, inner_set) > 0 && per > 0)
+          std::printf(" %s %.3f", name.c_str(), static_cast<double>(n) / per);
+      }
+      std::printf("\n");
+    };
+    print("per process in the setup", setup_calls, processes);
+    print("per acquisition", calls, static_cast<double>(total));
+  }
   r.client_commands_per_acquisition =
       total > 0 ? static_cast<double>(commands) / static_cast<double>(total) : 0;
   return r;
+}
+
+// The script floor's median lock round trip (run_script_floor_child) on vCPU `cpu` (-1: anywhere).
+double script_floor_in_child(const bench_options& o, const std::string& url, int cpu) {
+  child_process c(
+      {"dlock_bench_processes", "--child", "script-floor", "--url", url, "--key",
+       "bench:script-floor", "--pings", std::to_string(o.pings), "--cpu", std::to_string(cpu)},
+      false);
+  double us = 0;
+  for (const std::string& line : c.read_all())
+    if (line.rfind("lock_us ", 0) == 0) us = std::strtod(line.c_str() + 8, nullptr);
+  if (c.wait() != 0 || us <= 0) throw std::runtime_error("the script floor child failed");
+  return us;
 }
 
 // The median PING of a child process on vCPU `cpu` (-1: anywhere).
@@ -755,13 +851,14 @@ void print_load(const char* scenario, const std::string& side, const load_result
   char clients_us[32] = "-";
   if (acquisitions > 0)
     std::snprintf(clients_us, sizeof clients_us, "%.1f", 1e6 * r.clients_cpu_s / acquisitions);
-  std::printf("  %-6s %-12s %10.0f  %7s  %8llu %8llu %6.2f  %8.3f %8.3f %8.2f  %6.2f  %10s %10s\n",
-              scenario, side.c_str(), r.per_second, ratio.c_str(),
-              static_cast<unsigned long long>(*lo), static_cast<unsigned long long>(*hi),
-              *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0,
-              percentile(r.waits_us, 50) / 1000, percentile(r.waits_us, 99) / 1000,
-              percentile(r.waits_us, 100) / 1000, r.client_commands_per_acquisition, server_us,
-              clients_us);
+  std::printf(
+      "  %-6s %-12s %10.0f  %7s  %8llu %8llu %6.2f  %8.3f %8.3f %8.2f  %6.2f  %10s %10s %8.1f\n",
+      scenario, side.c_str(), r.per_second, ratio.c_str(), static_cast<unsigned long long>(*lo),
+      static_cast<unsigned long long>(*hi),
+      *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0,
+      percentile(r.waits_us, 50) / 1000, percentile(r.waits_us, 99) / 1000,
+      percentile(r.waits_us, 100) / 1000, r.client_commands_per_acquisition, server_us, clients_us,
+      r.setup_commands_per_process);
 }
 
 int run_parent(const bench_options& o) {
@@ -829,7 +926,7 @@ int run_parent(const bench_options& o) {
   std::printf(
       "  scen   side            acq/s   vs naive  min/proc max/proc max/min   p50 ms   p99 ms   "
       "max ms  "
-      "cmds/acq  srv us/acq cli us/acq\n");
+      "cmds/acq  srv us/acq cli us/acq setup/proc\n");
 
   struct scenario {
     std::string name;
@@ -896,6 +993,16 @@ int run_parent(const bench_options& o) {
     std::printf("uncontended lock() p50 (%s, scenario a): %.1f us = %.2f RTT%s\n", side.c_str(), us,
                 us / rtt_us, side == "dlock" ? " (target <= 1.3)" : "");
   }
+  {
+    // Pinned as the RTT's child is when the server is ours (different vCPUs), else unpinned.
+    const bool pinned = server && std::thread::hardware_concurrency() >= 2 && pin(server->pid(), 0);
+    const double us = script_floor_in_child(o, url, pinned ? 1 : -1);
+    if (pinned) pin(server->pid(), -1);
+    std::printf(
+        "uncontended lock() floor (hiredis, no threads, dlock::mutex's own lock script, %s): "
+        "%.1f us = %.2f RTT\n",
+        pinned ? "client and server on different vCPUs" : "unpinned", us, us / rtt_us);
+  }
   std::vector<std::string> handoff_sides = sides;
   handoff_sides.emplace_back("floor");
   for (const std::string& side : handoff_sides) {
@@ -938,6 +1045,8 @@ int main(int argc, char** argv) {
                                  100000);
   dlock::bench::add_whole_option(app, "--pings", o.pings, "PINGs for the RTT", "N", 1, 1000000);
   app.add_option("--layouts", o.layouts, "Comma-separated PxT layouts on one key");
+  app.add_flag("--print-commands", o.print_commands,
+               "Print each run's client commands per acquisition by command name");
   app.add_option("--python", o.python,
                  "Python with redis-py for the redis-py side ('none' skips it)");
   app.add_option("--node", o.node, "Node for the node-redlock side ('none' skips it)");
@@ -962,6 +1071,7 @@ int main(int argc, char** argv) {
     if (child_role == "load") return run_load_child(child);
     if (child_role == "handoff") return run_handoff_child(child);
     if (child_role == "ping") return run_ping_child(child);
+    if (child_role == "script-floor") return run_script_floor_child(child);
     return run_parent(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlock_bench_processes: %s\n", e.what());

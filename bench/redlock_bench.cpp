@@ -10,11 +10,12 @@
 //        time from A's unlock call to B holding, also in loopback round trips (RTT below).
 // The medians of --repeat rounds are printed, with dlock / node-redlock ratios.
 //
-// Beside them, for (a): the floor, what one thread with no I/O thread of its own does on hiredis
-// with dlock's own lock and release scripts (the N requests written at once, a majority's replies
-// read by polling the N sockets, the release written right behind and its replies read before the
-// next attempt's); and the CPU time per acquisition of the 3 servers together (/proc/<pid>/stat)
-// and of the client (this process for dlock and the floor, the node process for node-redlock).
+// Beside them, for (a) and (h): the floor, what threads with no I/O thread of their own do on
+// hiredis with dlock's own lock and release scripts (the N requests written at once, a majority's
+// replies read by polling the N sockets, the release written right behind and its replies read
+// before the next attempt's; in (h) the waiter sleeps in poll() on its N subscriptions); and, for
+// (a), the CPU time per acquisition of the 3 servers together (/proc/<pid>/stat) and of the client
+// (this process for dlock and the floor, the node process for node-redlock).
 // RTT: the median synchronous hiredis PING of a child process to the first master, the two pinned
 // to different vCPUs (as the sides mostly run), before and after the rounds; the unit is the mean.
 //
@@ -156,56 +157,51 @@ result dlock_handoff(const std::vector<std::string>& urls, const std::string& na
 
 // --- the floor ----------------------------------------------------------------------------------
 
-// (a) on hiredis, one thread, dlock's scripts: see the top of this file. Returns cycles per second.
-double floor_cycles(const std::vector<std::string>& urls, const std::string& name, double seconds) {
-  struct link {
-    dlock::bench::hiredis_context c;
-    int pending = 0;  // replies not yet read
-  };
-  const std::string lock_source = dlock::locks::with_wait_line(dlock::scripts::plain_lock);
-  const std::string unlock_source = dlock::locks::with_wait_line(dlock::scripts::plain_unlock);
-  const std::string fence = dlock::locks::fence_key(name);
-  const std::string channel = dlock::locks::plain_unlock_channel(name);
-  const std::string owner = "0123456789abcdef0123456789abcdef:1";
-  std::vector<link> links;
-  std::string lock_sha, unlock_sha;
-  for (const auto& url : urls) {
-    links.push_back({dlock::bench::connect_hiredis(dlock::bench::endpoint_of(url)), 0});
-    lock_sha = dlock::bench::run(links.back().c.get(), {"SCRIPT", "LOAD", lock_source})->str;
-    unlock_sha = dlock::bench::run(links.back().c.get(), {"SCRIPT", "LOAD", unlock_source})->str;
+// One hiredis link per master with dlock's Redlock scripts loaded: the floor's I/O, done by the
+// calling thread alone (requests appended per link, written together, replies read by polling).
+class floor_links {
+ public:
+  explicit floor_links(const std::vector<std::string>& urls) {
+    const std::string lock_source = dlock::locks::with_wait_line(dlock::scripts::plain_lock);
+    const std::string unlock_source = dlock::locks::with_wait_line(dlock::scripts::plain_unlock);
+    for (const auto& url : urls) {
+      links_.push_back({dlock::bench::connect_hiredis(dlock::bench::endpoint_of(url)), 0});
+      lock_sha_ = dlock::bench::run(links_.back().c.get(), {"SCRIPT", "LOAD", lock_source})->str;
+      unlock_sha_ =
+          dlock::bench::run(links_.back().c.get(), {"SCRIPT", "LOAD", unlock_source})->str;
+    }
   }
-  const auto append = [](link& l, const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lengths;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lengths.push_back(a.size());
-    }
-    redisAppendCommandArgv(l.c.get(), static_cast<int>(args.size()), argv.data(), lengths.data());
-    ++l.pending;
-  };
-  const auto flush = [&] {
-    for (auto& l : links) {
-      int done = 0;
-      while (done == 0) {
-        if (redisBufferWrite(l.c.get(), &done) != REDIS_OK)
-          throw std::runtime_error("floor: write");
-      }
-    }
-  };
-  std::size_t granted = 0;  // lock replies that granted, to check the floor did the work
-  // Reads until at least `links_done` links have no reply due.
-  const auto read_until = [&](std::size_t links_done) {
+
+  std::size_t size() const { return links_.size(); }
+  std::size_t quorum() const { return links_.size() / 2 + 1; }
+
+  // Writes an attempt of `owner` (a dlock owner, "<32 hex digits>:<n>") to every master.
+  void attempt(const std::string& name, const std::string& owner, const std::string& nonce) {
+    const std::string fence = dlock::locks::fence_key(name);
+    for (auto& l : links_)
+      append(l, {"EVALSHA", lock_sha_, "2", name, fence, "30000", owner, nonce, "0"});
+    flush();
+  }
+  // Writes the release of `owner`'s hold `nonce` to every master (its unlock message published).
+  void release(const std::string& name, const std::string& owner, const std::string& nonce) {
+    const std::string channel = dlock::locks::plain_unlock_channel(name);
+    for (auto& l : links_)
+      append(l, {"EVALSHA", unlock_sha_, "2", name, channel, owner + ":" + nonce, "publish"});
+    flush();
+  }
+  // Reads until at least `links_done` links have no reply due; returns the grants read.
+  std::size_t read_until(std::size_t links_done) {
+    std::size_t granted = 0;
     for (;;) {
       std::vector<pollfd> fds;
       std::vector<link*> due;
-      for (auto& l : links) {
+      for (auto& l : links_) {
         if (l.pending > 0) {
           fds.push_back({l.c->fd, POLLIN, 0});
           due.push_back(&l);
         }
       }
-      if (links.size() - due.size() >= links_done) return;
+      if (links_.size() - due.size() >= links_done) return granted;
       ::poll(fds.data(), fds.size(), -1);
       for (std::size_t i = 0; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;
@@ -214,7 +210,7 @@ double floor_cycles(const std::vector<std::string>& urls, const std::string& nam
         while (due[i]->pending > 0 && redisGetReplyFromReader(due[i]->c.get(), &r) == REDIS_OK &&
                r != nullptr) {
           const auto* reply = static_cast<redisReply*>(r);
-          if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+          if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 2 &&
               reply->element[0]->type == REDIS_REPLY_INTEGER && reply->element[0]->integer == 1) {
             ++granted;
           }
@@ -223,29 +219,136 @@ double floor_cycles(const std::vector<std::string>& urls, const std::string& nam
         }
       }
     }
+  }
+
+ private:
+  struct link {
+    dlock::bench::hiredis_context c;
+    int pending = 0;  // replies not yet read
   };
-  const std::size_t quorum = links.size() / 2 + 1;
+  static void append(link& l, const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lengths;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+    redisAppendCommandArgv(l.c.get(), static_cast<int>(args.size()), argv.data(), lengths.data());
+    ++l.pending;
+  }
+  void flush() {
+    for (auto& l : links_) {
+      int done = 0;
+      while (done == 0) {
+        if (redisBufferWrite(l.c.get(), &done) != REDIS_OK)
+          throw std::runtime_error("floor: write");
+      }
+    }
+  }
+
+  std::vector<link> links_;
+  std::string lock_sha_, unlock_sha_;
+};
+
+const std::string floor_owner_a = "0123456789abcdef0123456789abcdef:1";
+const std::string floor_owner_b = "fedcba9876543210fedcba9876543210:2";
+
+// (a) on hiredis, one thread, dlock's scripts: see the top of this file. Returns cycles per second.
+double floor_cycles(const std::vector<std::string>& urls, const std::string& name, double seconds) {
+  floor_links links(urls);
+  std::size_t granted = 0;  // lock replies that granted, to check the floor did the work
   long cycles = 0;
   const auto t0 = clock_type::now();
   const auto end = t0 + std::chrono::duration<double>(seconds);
   while (clock_type::now() < end) {
     const std::string nonce = std::to_string(cycles);
-    for (auto& l : links)
-      append(l, {"EVALSHA", lock_sha, "2", name, fence, "30000", owner, nonce, "0"});
-    flush();
-    read_until(quorum);
-    for (auto& l : links)
-      append(l, {"EVALSHA", unlock_sha, "2", name, channel, owner + ":" + nonce, "publish"});
-    flush();
+    links.attempt(name, floor_owner_a, nonce);
+    granted += links.read_until(links.quorum());
+    links.release(name, floor_owner_a, nonce);
     ++cycles;
   }
-  read_until(links.size());
+  granted += links.read_until(links.size());
   const double took = std::chrono::duration<double>(clock_type::now() - t0).count();
-  if (granted < static_cast<std::size_t>(cycles) * quorum) {
+  if (granted < static_cast<std::size_t>(cycles) * links.quorum()) {
     throw std::runtime_error("floor: " + std::to_string(granted) + " grants in " +
                              std::to_string(cycles) + " cycles");
   }
   return static_cast<double>(cycles) / took;
+}
+
+// (h) on hiredis with dlock's scripts, as dlock_handoff() has it (A holds, B waits in a thread of
+// the same process, A unlocks at t0, B holds at t1), with no I/O thread on either side: B attempts
+// once, then sleeps in poll() on its subscriptions to the N unlock channels, and at the first
+// message writes its attempt to every master and polls until a majority answered.
+result floor_handoff(const std::vector<std::string>& urls, const std::string& name, int n) {
+  floor_links a(urls), b(urls);
+  std::vector<dlock::bench::hiredis_context> subscribers;
+  for (const auto& url : urls) {
+    subscribers.push_back(dlock::bench::connect_hiredis(dlock::bench::endpoint_of(url)));
+    dlock::bench::run(subscribers.back().get(),
+                      {"SUBSCRIBE", dlock::locks::plain_unlock_channel(name)});
+  }
+  // Reads every message that has come on the subscriptions; waits for one first if `wait`.
+  const auto drain = [&](bool wait) {
+    std::vector<pollfd> fds;
+    for (auto& s : subscribers)
+      fds.push_back({s->fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), wait ? -1 : 0) < 0) throw std::runtime_error("floor: poll");
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      if (redisBufferRead(subscribers[i].get()) != REDIS_OK)
+        throw std::runtime_error("floor: read");
+      void* r = nullptr;
+      while (redisGetReplyFromReader(subscribers[i].get(), &r) == REDIS_OK && r != nullptr)
+        freeReplyObject(r);
+    }
+  };
+  std::vector<double> d;
+  for (int i = 0; i < n; ++i) {
+    const std::string nonce = std::to_string(i);
+    a.attempt(name, floor_owner_a, nonce);
+    if (a.read_until(a.size()) < a.size()) throw std::runtime_error("floor: A not granted");
+    drain(false);  // the previous round's messages
+    clock_type::time_point t1;
+    std::atomic<bool> waiting{false};
+    std::string failed;
+    std::thread waiter([&] {
+      try {
+        b.attempt(name, floor_owner_b, nonce);
+        std::size_t granted = b.read_until(b.size());
+        waiting = true;
+        while (granted < b.quorum()) {
+          if (granted > 0) {  // a minority's grants: given back, as Redlock does
+            b.release(name, floor_owner_b, nonce);
+            b.read_until(b.size());
+          }
+          drain(true);
+          b.attempt(name, floor_owner_b, nonce);
+          granted = b.read_until(b.quorum());
+        }
+        t1 = clock_type::now();
+        b.read_until(b.size());
+        b.release(name, floor_owner_b, nonce);
+        b.read_until(b.size());
+      } catch (const std::exception& e) {
+        failed = e.what();
+        waiting = true;
+      }
+    });
+    while (!waiting.load())
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // B sleeps in poll() by now
+    const auto t0 = clock_type::now();
+    a.release(name, floor_owner_a, nonce);
+    a.read_until(a.size());
+    waiter.join();
+    if (!failed.empty()) throw std::runtime_error(failed);
+    d.push_back(ms_double(t1 - t0).count());
+  }
+  result r;
+  r.p50_ms = percentile(d, 50);
+  r.p99_ms = percentile(d, 99);
+  return r;
 }
 
 // --- node-redlock side --------------------------------------------------------------------------
@@ -461,6 +564,9 @@ int main(int argc, char** argv) {
       const result h = dlock_handoff(urls, "bench:h" + suffix, o.handoffs);
       figures["dlock h p50"].push_back(h.p50_ms);
       figures["dlock h p99"].push_back(h.p99_ms);
+      const result fh = floor_handoff(urls, "bench:fh" + suffix, o.handoffs);
+      figures["floor h p50"].push_back(fh.p50_ms);
+      figures["floor h p99"].push_back(fh.p99_ms);
       if (!o.node.empty()) {
         const auto kv = run_checked(node_argv(o, ports, "h", "bench:nh" + suffix, 1), o.seconds);
         figures["node h p50"].push_back(std::stod(kv.at("handoff_p50_ms")));
@@ -495,6 +601,11 @@ int main(int argc, char** argv) {
     std::printf("%-34s %14.3f %14.3f\n", "(h) handoff p99 ms", m("dlock h p99"), m("node h p99"));
     std::printf("%-34s %14.1f %14.1f\n", "(h) handoff p50 in RTTs", m("dlock h p50") / rtt_ms,
                 m("node h p50") / rtt_ms);
+    std::printf(
+        "(h) floor (hiredis, no I/O threads, dlock's scripts, woken by pub/sub): p50 %.3f ms = "
+        "%.1f RTT, p99 %.3f ms; dlock = %.2fx the floor's p50\n",
+        m("floor h p50"), m("floor h p50") / rtt_ms, m("floor h p99"),
+        ratio(m("dlock h p50"), m("floor h p50")));
     dlock::bench::print_idle("", "after");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlock_bench_redlock: %s\n", e.what());
