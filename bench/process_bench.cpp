@@ -760,29 +760,24 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
   return r;
 }
 
-// The script floor's median lock round trip (run_script_floor_child) on vCPU `cpu` (-1: anywhere).
-double script_floor_in_child(const bench_options& o, const std::string& url, int cpu) {
-  child_process c(
-      {"dlock_bench_processes", "--child", "script-floor", "--url", url, "--key",
-       "bench:script-floor", "--pings", std::to_string(o.pings), "--cpu", std::to_string(cpu)},
-      false);
+// A measuring child's one figure: runs `--child role` on vCPU `cpu` (-1: anywhere) and returns the
+// number on its output line "<field> <microseconds>".
+double child_figure_us(const bench_options& o, const std::string& url, const std::string& role,
+                       const std::string& field, int cpu) {
+  child_process c({"dlock_bench_processes", "--child", role, "--url", url, "--key", "bench:" + role,
+                   "--pings", std::to_string(o.pings), "--cpu", std::to_string(cpu)},
+                  false);
   double us = 0;
+  const std::string prefix = field + " ";
   for (const std::string& line : c.read_all())
-    if (line.rfind("lock_us ", 0) == 0) us = std::strtod(line.c_str() + 8, nullptr);
-  if (c.wait() != 0 || us <= 0) throw std::runtime_error("the script floor child failed");
+    if (line.rfind(prefix, 0) == 0) us = std::strtod(line.c_str() + prefix.size(), nullptr);
+  if (c.wait() != 0 || us <= 0) throw std::runtime_error("the " + role + " child failed");
   return us;
 }
 
 // The median PING of a child process on vCPU `cpu` (-1: anywhere).
 double rtt_in_child(const bench_options& o, const std::string& url, int cpu) {
-  child_process c({"dlock_bench_processes", "--child", "ping", "--url", url, "--pings",
-                   std::to_string(o.pings), "--cpu", std::to_string(cpu)},
-                  false);
-  double us = 0;
-  for (const std::string& line : c.read_all())
-    if (line.rfind("rtt_us ", 0) == 0) us = std::strtod(line.c_str() + 7, nullptr);
-  if (c.wait() != 0 || us <= 0) throw std::runtime_error("the ping child failed");
-  return us;
+  return child_figure_us(o, url, "ping", "rtt_us", cpu);
 }
 
 std::vector<double> run_handoff(const bench_options& o, const std::string& url,
@@ -996,7 +991,7 @@ int run_parent(const bench_options& o) {
   {
     // Pinned as the RTT's child is when the server is ours (different vCPUs), else unpinned.
     const bool pinned = server && std::thread::hardware_concurrency() >= 2 && pin(server->pid(), 0);
-    const double us = script_floor_in_child(o, url, pinned ? 1 : -1);
+    const double us = child_figure_us(o, url, "script-floor", "lock_us", pinned ? 1 : -1);
     if (pinned) pin(server->pid(), -1);
     std::printf(
         "uncontended lock() floor (hiredis, no threads, dlock::mutex's own lock script, %s): "
