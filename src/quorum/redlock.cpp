@@ -120,6 +120,13 @@ bool is_yes_array(const std::optional<reply>& r) {
          r->elements[0].integer == 1;
 }
 
+// A master's answer that it set nothing: {0, pttl, dlock} (held by another) or {-1, what, name}
+// (the key is not a plain lock), as plain_lock.lua answers.
+bool is_refusal(const std::optional<reply>& r) {
+  return r && r->is_array() && !r->elements.empty() && r->elements[0].is_integer() &&
+         (r->elements[0].integer == 0 || r->elements[0].integer == -1);
+}
+
 }  // namespace
 
 // Only one thread of a redlock competes for a name at a time; the others wait here. The thread
@@ -272,7 +279,13 @@ class redlock::impl : public core::thread_exit_listener {
   attempt_result attempt(const std::string& name, const std::string& owner, milliseconds lease,
                          bool watchdog);
   std::shared_ptr<quorum::fan_out> release_on_all(const std::string& name,
-                                                  const std::string& value);
+                                                  const std::string& value) {
+    return release_on(all_masters(), name, value);
+  }
+  // Releases `value` on the masters `targets` (indexes, not empty), in parallel, without waiting;
+  // the fan-out's answers of the other masters stay empty.
+  std::shared_ptr<quorum::fan_out> release_on(const std::vector<std::size_t>& targets,
+                                              const std::string& name, const std::string& value);
   void check_not_cluster();
   std::shared_ptr<redlock_gate> gate_for(const std::string& name);
   // Sets `waited` when the gate was busy on arrival.
@@ -454,8 +467,9 @@ std::shared_ptr<quorum::fan_out> redlock::impl::send(const std::vector<std::size
   return calls;
 }
 
-std::shared_ptr<quorum::fan_out> redlock::impl::release_on_all(const std::string& name,
-                                                               const std::string& value) {
+std::shared_ptr<quorum::fan_out> redlock::impl::release_on(const std::vector<std::size_t>& targets,
+                                                           const std::string& name,
+                                                           const std::string& value) {
   {
     std::lock_guard lock(releases_mutex_);
     releases_in_flight_ += 1;
@@ -465,7 +479,7 @@ std::shared_ptr<quorum::fan_out> redlock::impl::release_on_all(const std::string
   const std::vector<std::string_view> key_views{name, channel};
   const std::vector<std::string_view> arg_views{value, "publish"};
   // The in-flight count drops when the last master has answered (or failed).
-  auto remaining = std::make_shared<std::atomic<std::size_t>>(size_);
+  auto remaining = std::make_shared<std::atomic<std::size_t>>(targets.size());
   // No owning pointer: stop() destroys the clients, which completes every callback, before the
   // impl goes.
   auto finish_one = [this, remaining] {
@@ -477,7 +491,7 @@ std::shared_ptr<quorum::fan_out> redlock::impl::release_on_all(const std::string
     releases_done_.notify_all();
   };
   std::shared_lock lock(clients_mutex_);
-  for (std::size_t i = 0; i < size_; ++i) {
+  for (const std::size_t i : targets) {
     auto record = calls->handler(i);
     reply_handler done = [record, finish_one](std::error_code ec, reply r) {
       record(ec, std::move(r));
@@ -598,11 +612,20 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
     result.hold = std::move(hold);
     return result;
   }
-  // Not held: undo it everywhere, also where no answer came (the SET may still land there).
-  auto released = release_on_all(name, value);
-  released->wait(clock::now() + options_.request_timeout, [](const quorum::fan_out::answers& a) {
-    return std::all_of(a.begin(), a.end(), [](const auto& r) { return r.has_value(); });
-  });
+  // Not held: undo it wherever it may stand, also where no answer came (the SET may still land
+  // there); a master that answered with a refusal set nothing.
+  std::vector<std::size_t> undo;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    if (!is_refusal(answers[i])) undo.push_back(i);
+  }
+  if (!undo.empty()) {
+    auto released = release_on(undo, name, value);
+    released->wait(clock::now() + options_.request_timeout,
+                   [&undo](const quorum::fan_out::answers& a) {
+                     return std::all_of(undo.begin(), undo.end(),
+                                        [&a](std::size_t i) { return a[i].has_value(); });
+                   });
+  }
   if (!holder_ttls.empty()) {
     // The holder keeps a majority until enough of its masters' leases ended for ours to win.
     // We can win once no more than size - quorum of its masters still hold: after the

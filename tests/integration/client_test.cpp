@@ -12,6 +12,7 @@
 
 #include "dlock/client.hpp"
 #include "dlock/embedded_scripts.hpp"
+#include "support/command_stats.hpp"
 #include "support/redis_fixture.hpp"
 
 namespace dlock {
@@ -174,12 +175,7 @@ TEST_F(ClientTest, FutureApiDeliversValuesAndErrors) {
 }
 
 std::int64_t command_calls(redis_server& s, const std::string& command) {
-  // "cmdstat_evalsha:calls=3,usec=..." in INFO commandstats
-  const std::string info = s.cli({"INFO", "commandstats"});
-  const std::string tag = "cmdstat_" + command + ":calls=";
-  const auto pos = info.find(tag);
-  if (pos == std::string::npos) return 0;
-  return std::stoll(info.substr(pos + tag.size()));
+  return dlock::test::command_calls(s.cli({"INFO", "commandstats"}), command);
 }
 
 TEST_F(ClientTest, EvalShaFallsBackToEvalOnNoscriptThenUsesTheCache) {

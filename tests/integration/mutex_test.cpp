@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "dlock/dlock.hpp"
+#include "support/command_stats.hpp"
 #include "support/redis_fixture.hpp"
 
 namespace dlock {
@@ -782,10 +783,7 @@ TEST(Mutex, EveryLossIsCountedAndReportedWithItsReason) {
 
 // Calls of one command in INFO commandstats (0 when it never ran).
 std::int64_t command_calls(client& c, const std::string& command) {
-  const std::string info = c.command({"INFO", "commandstats"}).str;
-  const std::string tag = "cmdstat_" + command + ":calls=";
-  const auto at = info.find(tag);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+  return dlock::test::command_calls(c.command({"INFO", "commandstats"}).str, command);
 }
 
 // A thread that asks while this client's other threads already wait queues behind them: it

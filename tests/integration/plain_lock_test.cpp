@@ -10,6 +10,7 @@
 
 #include "dlock/dlock.hpp"
 #include "redis_process.hpp"
+#include "support/command_stats.hpp"
 #include "support/redis_fixture.hpp"
 
 namespace dlock {
@@ -90,13 +91,7 @@ TEST(PlainLock, LockSetsTheValueOwnerAndTokenAndUnlockDeletesIt) {
 
 // Scripts the server has run (EVALSHA and EVAL), from INFO commandstats.
 std::int64_t script_calls(client& c) {
-  const std::string info = c.command({"INFO", "commandstats"}).str;
-  std::int64_t calls = 0;
-  for (const std::string cmd : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
-    const auto at = info.find(cmd);
-    if (at != std::string::npos) calls += std::stoll(info.substr(at + cmd.size()));
-  }
-  return calls;
+  return dlock::test::script_calls(c.command({"INFO", "commandstats"}).str);
 }
 
 TEST(PlainLock, RelockingFromTheHoldingThreadIsAnErrorAndSendsNothing) {

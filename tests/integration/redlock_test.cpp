@@ -17,6 +17,7 @@
 
 #include "dlock/dlock.hpp"
 #include "support/child_process.hpp"
+#include "support/command_stats.hpp"
 #include "support/redis_fixture.hpp"
 
 namespace {
@@ -147,6 +148,49 @@ TEST_F(RedlockTest, HoldsOnEveryMasterAndReleasesOnAll) {
     std::unique_lock guard{m};
     EXPECT_GT(m.fencing_token(), first_token);
   }
+}
+
+// A failed attempt is undone on the masters that granted it (and on those that did not answer),
+// not on those that refused it: a refusal set nothing, and releasing there would cost every
+// refused attempt of a contended lock a second script per master.
+TEST_F(RedlockTest, AFailedAttemptIsUndoneWhereItMayStandAndNowhereElse) {
+  const std::string name = unique_key("lock");
+  // A foreign holder (a node-redlock-style value) on masters 0-2: a majority of the 5.
+  const std::string foreign = "0123456789abcdef0123456789abcdef";
+  for (std::size_t i = 0; i < 3; ++i)
+    ASSERT_EQ(masters_[i]->cli({"SET", name, foreign, "PX", "60000"}), "OK");
+  dlock::redlock rl{urls()};
+  dlock::redlock_mutex m = rl.get_lock(name);
+  for (const auto& s : masters_)
+    s->cli({"CONFIG", "RESETSTAT"});
+
+  EXPECT_FALSE(m.try_lock());  // masters 3 and 4 grant: a minority
+
+  for (std::size_t i = 0; i < kMasters; ++i) {
+    const std::string stats = masters_[i]->cli({"INFO", "commandstats"});
+    // Masters 0-2: the attempt alone; 3 and 4: the attempt and its release.
+    EXPECT_EQ(dlock::test::script_calls(stats), i < 3 ? 1 : 2) << "master " << i;
+  }
+  EXPECT_EQ(holding(name), 3);  // the foreign holder's; none of the failed attempt is left
+  for (std::size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(masters_[i]->cli({"GET", name}), foreign);
+
+  // Refused by all 5. The attempt is decided by the first 3 refusals (the others cannot make a
+  // majority): those 3 masters see no release; one whose answer had not come yet may see one.
+  for (std::size_t i = 3; i < kMasters; ++i)
+    ASSERT_EQ(masters_[i]->cli({"SET", name, foreign, "PX", "60000"}), "OK");
+  for (const auto& s : masters_)
+    s->cli({"CONFIG", "RESETSTAT"});
+  EXPECT_FALSE(m.try_lock());
+  int attempt_alone = 0;
+  for (std::size_t i = 0; i < kMasters; ++i) {
+    const std::int64_t scripts =
+        dlock::test::script_calls(masters_[i]->cli({"INFO", "commandstats"}));
+    EXPECT_GE(scripts, 1) << "master " << i;
+    EXPECT_LE(scripts, 2) << "master " << i;
+    attempt_alone += scripts == 1 ? 1 : 0;
+  }
+  EXPECT_GE(attempt_alone, 3);
 }
 
 TEST_F(RedlockTest, WaiterWakesOnUnlockMessageNotLeaseEnd) {

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <future>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "dlock/dlock.hpp"
+#include "support/command_stats.hpp"
 #include "support/redis_fixture.hpp"
 
 namespace dlock {
@@ -29,13 +29,8 @@ std::int64_t line_length(client& admin, const std::string& name) {
 
 // EVAL and EVALSHA calls since the last CONFIG RESETSTAT: every attempt and release is one.
 std::uint64_t script_calls(client& admin) {
-  std::istringstream in(admin.command({"INFO", "commandstats"}).str);
-  std::uint64_t total = 0;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("cmdstat_evalsha:", 0) != 0 && line.rfind("cmdstat_eval:", 0) != 0) continue;
-    total += std::stoull(line.substr(line.find("calls=") + 6));
-  }
-  return total;
+  return static_cast<std::uint64_t>(
+      dlock::test::script_calls(admin.command({"INFO", "commandstats"}).str));
 }
 
 // `n` clients, each with one thread that waits for `name`, takes it, records its turn and
