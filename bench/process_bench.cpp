@@ -428,24 +428,35 @@ int run_ping_child(const child_args& a) {
 
 // The script floor's child: `pings` uncontended cycles of dlock's own reentrant lock and release
 // scripts (the calls dlock::mutex makes, from locks::reentrant_protocol) on a synchronous hiredis
-// connection, each waited for; prints the median lock script's round trip. What one round trip
-// with dlock's lock script costs a client with no thread of its own: the floor under (a)'s lock().
+// connection; prints the median lock script's round trip, "lock_us" with each release waited for
+// and "lock_after_release_us" with the release written right before the lock, unanswered, as
+// scenario (a) runs dlock (the server runs the release first). What one round trip with dlock's
+// lock script costs a client with no thread of its own: the floor under (a)'s lock().
 int run_script_floor_child(const child_args& a) {
   if (a.cpu >= 0 && !pin(0, a.cpu)) throw std::runtime_error("cannot pin to a vCPU");
   const dlock::locks::reentrant_protocol protocol;
   hiredis_context c = connect_hiredis(endpoint_of(a.url));
   const std::string owner = "0123456789abcdef0123456789abcdef:1";
-  const auto call = [&](const dlock::locks::script_call& sc) {
+  const auto append = [&](const dlock::locks::script_call& sc) {
     if (sc.code == nullptr) throw std::runtime_error("script floor: no script");
     std::vector<std::string> args{"EVALSHA", sc.code->sha1(), std::to_string(sc.keys.size())};
     args.insert(args.end(), sc.keys.begin(), sc.keys.end());
     args.insert(args.end(), sc.args.begin(), sc.args.end());
     if (sc.publish_command_arg != dlock::locks::script_call::no_publish)
       args[3 + sc.keys.size() + sc.publish_command_arg] = "publish";
-    return run(c.get(), args);
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lengths;
+    for (const auto& x : args) {
+      argv.push_back(x.data());
+      lengths.push_back(x.size());
+    }
+    redisAppendCommandArgv(c.get(), static_cast<int>(args.size()), argv.data(), lengths.data());
   };
-  const auto load = [&](const dlock::locks::script_call& sc) {
-    run(c.get(), {"SCRIPT", "LOAD", sc.code->source()});
+  const auto next_reply = [&] {
+    void* r = nullptr;
+    if (redisGetReply(c.get(), &r) != REDIS_OK || r == nullptr)
+      throw std::runtime_error(std::string("script floor: ") + c->errstr);
+    return hiredis_reply(static_cast<redisReply*>(r));
   };
   dlock::locks::attempt_request attempt;
   attempt.name = a.key;
@@ -453,28 +464,49 @@ int run_script_floor_child(const child_args& a) {
   attempt.lease = std::chrono::seconds(30);
   attempt.may_wait = true;
   const auto lock_call = protocol.attempt(attempt);
-  std::vector<double> us;
-  for (int i = 0; i <= a.pings; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const hiredis_reply r = call(lock_call);
-    const auto t1 = std::chrono::steady_clock::now();
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->element[0]->integer != 1)
-      throw std::runtime_error("script floor: the lock script did not grant");
+  const auto release_of = [&](std::uint64_t token) {
     dlock::locks::release_request release;
     release.name = a.key;
     release.owner = owner;
-    release.token = static_cast<std::uint64_t>(r->element[1]->integer);
-    const auto release_call = protocol.release(release);
-    if (i == 0) {  // the first cycle loads both scripts (EVALSHA then needs no fallback)
-      load(lock_call);
-      load(release_call);
-      continue;
-    }
-    call(release_call);
-    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    release.token = token;
+    return protocol.release(release);
+  };
+  run(c.get(), {"SCRIPT", "LOAD", lock_call.code->source()});
+  run(c.get(), {"SCRIPT", "LOAD", release_of(0).code->source()});
+  const auto granted_token = [](const hiredis_reply& r) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->element[0]->integer != 1)
+      throw std::runtime_error("script floor: the lock script did not grant");
+    return static_cast<std::uint64_t>(r->element[1]->integer);
+  };
+  const auto median_us = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> waited, pipelined;
+  for (int i = 0; i < a.pings; ++i) {  // the release waited for before the next lock
+    const auto t0 = std::chrono::steady_clock::now();
+    append(lock_call);
+    const std::uint64_t token = granted_token(next_reply());
+    waited.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    append(release_of(token));
+    next_reply();
   }
-  std::sort(us.begin(), us.end());
-  std::printf("lock_us %.3f\n", us[us.size() / 2]);
+  append(lock_call);
+  std::uint64_t token = granted_token(next_reply());
+  for (int i = 0; i < a.pings; ++i) {  // the release written right before the next lock
+    append(release_of(token));
+    const auto t0 = std::chrono::steady_clock::now();
+    append(lock_call);
+    next_reply();  // the release's
+    token = granted_token(next_reply());
+    pipelined.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  append(release_of(token));
+  next_reply();
+  std::printf("lock_us %.3f\nlock_after_release_us %.3f\n", median_us(waited),
+              median_us(pipelined));
   return 0;
 }
 
@@ -615,7 +647,9 @@ std::map<std::string, std::uint64_t> command_calls(dlock::client& admin) {
 std::uint64_t client_commands(const std::map<std::string, std::uint64_t>& calls, bool inner_set) {
   std::uint64_t total = 0;
   for (const auto& [name, n] : calls) {
-    const auto is = [&](std::string_view x) { return name == x; };
+    // Redis 7 names subcommands "config|resetstat": the command is what precedes the bar.
+    const std::string_view command = std::string_view(name).substr(0, name.find('|'));
+    const auto is = [&](std::string_view x) { return command == x; };
     if (std::any_of(std::begin(harness_commands), std::end(harness_commands), is)) continue;
     if (std::any_of(std::begin(script_inner_commands), std::end(script_inner_commands), is))
       continue;
@@ -760,24 +794,26 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
   return r;
 }
 
-// A measuring child's one figure: runs `--child role` on vCPU `cpu` (-1: anywhere) and returns the
-// number on its output line "<field> <microseconds>".
-double child_figure_us(const bench_options& o, const std::string& url, const std::string& role,
-                       const std::string& field, int cpu) {
+// A measuring child's figures: runs `--child role` on vCPU `cpu` (-1: anywhere) and returns the
+// numbers on its output lines "<field> <microseconds>" by field.
+std::map<std::string, double> child_figures_us(const bench_options& o, const std::string& url,
+                                               const std::string& role, int cpu) {
   child_process c({"dlock_bench_processes", "--child", role, "--url", url, "--key", "bench:" + role,
                    "--pings", std::to_string(o.pings), "--cpu", std::to_string(cpu)},
                   false);
-  double us = 0;
-  const std::string prefix = field + " ";
-  for (const std::string& line : c.read_all())
-    if (line.rfind(prefix, 0) == 0) us = std::strtod(line.c_str() + prefix.size(), nullptr);
-  if (c.wait() != 0 || us <= 0) throw std::runtime_error("the " + role + " child failed");
-  return us;
+  std::map<std::string, double> figures;
+  for (const std::string& line : c.read_all()) {
+    const std::size_t space = line.find(' ');
+    if (space != std::string::npos)
+      figures[line.substr(0, space)] = std::strtod(line.c_str() + space + 1, nullptr);
+  }
+  if (c.wait() != 0 || figures.empty()) throw std::runtime_error("the " + role + " child failed");
+  return figures;
 }
 
 // The median PING of a child process on vCPU `cpu` (-1: anywhere).
 double rtt_in_child(const bench_options& o, const std::string& url, int cpu) {
-  return child_figure_us(o, url, "ping", "rtt_us", cpu);
+  return child_figures_us(o, url, "ping", cpu).at("rtt_us");
 }
 
 std::vector<double> run_handoff(const bench_options& o, const std::string& url,
@@ -991,12 +1027,15 @@ int run_parent(const bench_options& o) {
   {
     // Pinned as the RTT's child is when the server is ours (different vCPUs), else unpinned.
     const bool pinned = server && std::thread::hardware_concurrency() >= 2 && pin(server->pid(), 0);
-    const double us = child_figure_us(o, url, "script-floor", "lock_us", pinned ? 1 : -1);
+    const auto us = child_figures_us(o, url, "script-floor", pinned ? 1 : -1);
     if (pinned) pin(server->pid(), -1);
     std::printf(
         "uncontended lock() floor (hiredis, no threads, dlock::mutex's own lock script, %s): "
-        "%.1f us = %.2f RTT\n",
-        pinned ? "client and server on different vCPUs" : "unpinned", us, us / rtt_us);
+        "%.1f us = %.2f RTT with the release waited for; %.1f us = %.2f RTT with the release "
+        "written right before, as (a) runs\n",
+        pinned ? "client and server on different vCPUs" : "unpinned", us.at("lock_us"),
+        us.at("lock_us") / rtt_us, us.at("lock_after_release_us"),
+        us.at("lock_after_release_us") / rtt_us);
   }
   std::vector<std::string> handoff_sides = sides;
   handoff_sides.emplace_back("floor");
