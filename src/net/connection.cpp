@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 #include "dlock/error.hpp"
 
@@ -103,6 +105,36 @@ struct polled_reads::entry {
   bool ended = false;
 };
 
+struct polled_reads::elsewhere_signal {
+  explicit elsewhere_signal(int event_fd) : fd(event_fd) {}
+  elsewhere_signal(const elsewhere_signal&) = delete;
+  elsewhere_signal& operator=(const elsewhere_signal&) = delete;
+  ~elsewhere_signal() { ::close(fd); }
+  void notify() const noexcept {
+    const std::uint64_t one = 1;
+    (void)!::write(fd, &one, sizeof one);
+  }
+  void drain() const noexcept {
+    std::uint64_t count = 0;
+    (void)!::read(fd, &count, sizeof count);
+  }
+
+  const int fd;
+  const std::thread::id caller = std::this_thread::get_id();
+};
+
+completion polled_reads::signalling(completion done) {
+  if (!signal_) {
+    const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0) return done;  // read_until() then looks again at least every millisecond
+    signal_ = std::make_shared<elsewhere_signal>(fd);
+  }
+  return [signal = signal_, done = std::move(done)](std::error_code ec, reply r) {
+    done(ec, std::move(r));
+    if (std::this_thread::get_id() != signal->caller) signal->notify();
+  };
+}
+
 connection::shared_socket::~shared_socket() {
   ::close(fd);
 }
@@ -194,6 +226,14 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
   completion refused;         // the completion of a request sent to a stopped connection
   caller_turn turn;
   bool took_turn = false;
+  std::shared_ptr<polled_reads::entry> polled_entry;
+  if (c == caller::polls) {
+    // Allocated before the turn is claimed: nothing may throw between the claim and the entry
+    // that gives the turn back.
+    polled_entry = std::make_shared<polled_reads::entry>();
+    polled->entries_.reserve(polled->entries_.size() + 1);
+    done = polled->signalling(std::move(done));
+  }
   {
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) {
@@ -244,12 +284,17 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
     return;
   }
   if (took_turn && c == caller::polls) {
-    // Written now; read with the other links' replies (polled_reads::read_until).
-    auto e = std::make_shared<polled_reads::entry>();
+    // Written now; read with the other links' replies (polled_reads::read_until). A link this
+    // caller will not read (a failed write, or only the writer role) goes back at once.
+    auto& e = polled_entry;
     e->link = shared_from_this();
     e->turn = std::move(turn);
     write_turn(e->turn, e->reading);
-    e->over = !e->reading.wrote || !e->turn.reads;
+    if (!e->reading.wrote || !e->turn.reads) {
+      e->over = true;
+      e->ended = true;
+      end_turn(e->turn, e->reading);
+    }
     polled->entries_.push_back(std::move(e));
     return;
   }
@@ -932,7 +977,11 @@ void polled_reads::read_until(clock::time_point deadline, const std::function<bo
     for (const auto& e : entries_) {
       if (e->over) continue;
       if (e->link->handle_buffered(e->turn, e->reading)) {
+        // Its own reply is in (or cannot come here): the link goes back to its I/O thread now,
+        // not when the other links are done, so that other requests on it are not held up.
         e->over = true;
+        e->ended = true;
+        e->link->end_turn(e->turn, e->reading);
         continue;
       }
       fds.push_back({e->turn.socket->fd, POLLIN, 0});
@@ -940,11 +989,19 @@ void polled_reads::read_until(clock::time_point deadline, const std::function<bo
     }
     if (live.empty() || last_look) return;
     // Once enough replies are in, the others are not waited for (a slow master must not hold
-    // the caller); their replies are read by the next caller or the I/O thread.
-    const int timeout = enough() ? 0 : poll_timeout(deadline);
+    // the caller); their replies are read by the next caller or the I/O thread. Replies that
+    // complete on other threads may make it enough too: their signal wakes the poll (without
+    // one, it looks again every millisecond).
+    int timeout = enough() ? 0 : poll_timeout(deadline);
     if (timeout == 0) last_look = true;  // what is readable now, then stop
+    if (signal_) {
+      fds.push_back({signal_->fd, POLLIN, 0});
+    } else if (timeout < 0 || timeout > 1) {
+      timeout = 1;
+    }
     if (::poll(fds.data(), fds.size(), timeout) <= 0) continue;
-    for (std::size_t i = 0; i < fds.size(); ++i) {
+    if (signal_ && fds.back().revents != 0) signal_->drain();
+    for (std::size_t i = 0; i < live.size(); ++i) {
       if (fds[i].revents != 0) live[i]->link->read_turn(live[i]->turn, live[i]->reading);
     }
   }

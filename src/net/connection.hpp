@@ -342,7 +342,14 @@ class polled_reads {
  private:
   friend class connection;
   struct entry;
+  // Wakes read_until() when a reply of its requests completes on another thread (the I/O thread,
+  // or another caller reading that link): `enough()` may hold through it.
+  struct elsewhere_signal;
+  // `done`, which also signals when it runs on another thread than the caller's.
+  completion signalling(completion done);
+
   std::vector<std::shared_ptr<entry>> entries_;
+  std::shared_ptr<elsewhere_signal> signal_;  // made by the first request (null: no eventfd)
 };
 
 }  // namespace dlock::net

@@ -27,7 +27,8 @@ class fan_out : public std::enable_shared_from_this<fan_out> {
 
   explicit fan_out(std::size_t masters) : answers_(masters) {}
 
-  // The completion handler of master `index`'s request. Runs on that master's I/O thread.
+  // The completion handler of master `index`'s request. Runs on the thread that reads the reply:
+  // that master's I/O thread, or a caller reading the link itself (net::polled_reads).
   reply_handler handler(std::size_t index) {
     return [self = shared_from_this(), index](std::error_code ec, reply r) {
       self->complete(index, ec, std::move(r));
