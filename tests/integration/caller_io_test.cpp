@@ -76,6 +76,14 @@ class link_under_test {
   std::thread io_thread_;
 };
 
+// Brings `t`'s link up and past the I/O thread's first parking: until then the I/O thread may take
+// the reader role between two calls (see AWaitingCallerWritesAndReadsItsOwnRequestOnAFreeLink).
+void bring_up(link_under_test& t) {
+  ASSERT_EQ(t.call({"PING"}, caller::leaves).first.str, "PONG");
+  for (int i = 0; i < 20; ++i)
+    ASSERT_EQ(t.call({"ECHO", "warm-up"}, caller::waits).first.str, "warm-up");
+}
+
 TEST(CallerIo, AWaitingCallerWritesAndReadsItsOwnRequestOnAFreeLink) {
   redis_server server;
   link_under_test t(server.url());
@@ -300,11 +308,8 @@ bool ready(const std::future<answer>& f) {
 TEST(CallerIo, AQuorumCallerReadsFreeLinksItselfAndLeavesASlowOneToItsIoThread) {
   redis_server fast_server, slow_server;
   link_under_test fast(fast_server.url()), slow(slow_server.url());
-  for (auto* t : {&fast, &slow}) {
-    ASSERT_EQ(t->call({"PING"}, caller::leaves).first.str, "PONG");
-    for (int i = 0; i < 20; ++i)  // see AWaitingCallerWritesAndReadsItsOwnRequestOnAFreeLink
-      ASSERT_EQ(t->call({"ECHO", "warm-up"}, caller::waits).first.str, "warm-up");
-  }
+  ASSERT_NO_FATAL_FAILURE(bring_up(fast));
+  ASSERT_NO_FATAL_FAILURE(bring_up(slow));
   int both_on_caller = 0;
   for (int i = 0; i < 20; ++i) {
     std::promise<answer> a, b;
@@ -353,11 +358,8 @@ TEST(CallerIo, AQuorumCallerReadsFreeLinksItselfAndLeavesASlowOneToItsIoThread) 
 TEST(CallerIo, AServerKilledUnderAPollingQuorumCallerFailsItsRequestAtOnce) {
   redis_server fast_server, slow_server;
   link_under_test fast(fast_server.url()), slow(slow_server.url());
-  for (auto* t : {&fast, &slow}) {
-    ASSERT_EQ(t->call({"PING"}, caller::leaves).first.str, "PONG");
-    for (int i = 0; i < 20; ++i)  // see AWaitingCallerWritesAndReadsItsOwnRequestOnAFreeLink
-      ASSERT_EQ(t->call({"ECHO", "warm-up"}, caller::waits).first.str, "warm-up");
-  }
+  ASSERT_NO_FATAL_FAILURE(bring_up(fast));
+  ASSERT_NO_FATAL_FAILURE(bring_up(slow));
   const std::string list = unique_key("list");
   std::promise<answer> a, b;
   auto fa = a.get_future(), fb = b.get_future();
@@ -395,11 +397,8 @@ TEST(CallerIo, AServerKilledUnderAPollingQuorumCallerFailsItsRequestAtOnce) {
 TEST(CallerIo, AQuorumDecidedOnTheIoThreadEndsThePollingAtOnce) {
   redis_server busy_server, slow_server;
   link_under_test busy(busy_server.url()), slow(slow_server.url());
-  for (auto* t : {&busy, &slow}) {
-    ASSERT_EQ(t->call({"PING"}, caller::leaves).first.str, "PONG");
-    for (int i = 0; i < 20; ++i)
-      ASSERT_EQ(t->call({"ECHO", "warm-up"}, caller::waits).first.str, "warm-up");
-  }
+  ASSERT_NO_FATAL_FAILURE(bring_up(busy));
+  ASSERT_NO_FATAL_FAILURE(bring_up(slow));
   slow_server.cli({"CLIENT", "PAUSE", "3000", "ALL"});
   std::promise<answer> blocked, ahead, a, b;
   auto fa = a.get_future(), fb = b.get_future();
@@ -442,11 +441,8 @@ TEST(CallerIo, AQuorumDecidedOnTheIoThreadEndsThePollingAtOnce) {
 TEST(CallerIo, AnAnsweredLinkIsNotHeldWhileThePollingCallerWaitsForAnother) {
   redis_server fast_server, slow_server;
   link_under_test fast(fast_server.url()), slow(slow_server.url());
-  for (auto* t : {&fast, &slow}) {
-    ASSERT_EQ(t->call({"PING"}, caller::leaves).first.str, "PONG");
-    for (int i = 0; i < 20; ++i)
-      ASSERT_EQ(t->call({"ECHO", "warm-up"}, caller::waits).first.str, "warm-up");
-  }
+  ASSERT_NO_FATAL_FAILURE(bring_up(fast));
+  ASSERT_NO_FATAL_FAILURE(bring_up(slow));
   slow_server.cli({"CLIENT", "PAUSE", "2000", "ALL"});
   std::promise<answer> a, b;
   auto fa = a.get_future(), fb = b.get_future();
