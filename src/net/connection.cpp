@@ -105,30 +105,63 @@ struct polled_reads::entry {
   bool ended = false;
 };
 
-struct polled_reads::elsewhere_signal {
-  explicit elsewhere_signal(int event_fd) : fd(event_fd) {}
-  elsewhere_signal(const elsewhere_signal&) = delete;
-  elsewhere_signal& operator=(const elsewhere_signal&) = delete;
-  ~elsewhere_signal() { ::close(fd); }
-  void notify() const noexcept {
-    const std::uint64_t one = 1;
-    (void)!::write(fd, &one, sizeof one);
+namespace {
+// The calling thread's eventfd for polled_reads::elsewhere_signal: made once per thread, not per
+// attempt (two system calls a Redlock acquisition saved), closed when the thread ends.
+class thread_event {
+ public:
+  thread_event() = default;
+  thread_event(const thread_event&) = delete;
+  thread_event& operator=(const thread_event&) = delete;
+  ~thread_event() {
+    if (fd_ >= 0) ::close(fd_);
   }
-  void drain() const noexcept {
+  // -1 when no eventfd could be made (read_until() then looks again every millisecond).
+  int fd() noexcept {
+    if (fd_ < 0) fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return fd_;
+  }
+
+ private:
+  int fd_ = -1;
+};
+thread_local thread_event calling_thread_event;
+}  // namespace
+
+// Armed only while the calling thread polls in read_until(): a reply completed elsewhere then
+// writes the calling thread's eventfd; at any other time (the caller waits for the I/O thread's
+// completions in another way, or is gone) it writes nothing. The mutex keeps a completion from
+// writing to a descriptor its thread has closed since.
+struct polled_reads::elsewhere_signal {
+  void notify() noexcept {
+    std::lock_guard lock(mutex);
+    if (armed_fd < 0) return;
+    const std::uint64_t one = 1;
+    (void)!::write(armed_fd, &one, sizeof one);
+  }
+  // The calling thread's eventfd, armed; -1 if it has none.
+  int arm() noexcept {
+    const int fd = calling_thread_event.fd();
+    std::lock_guard lock(mutex);
+    armed_fd = fd;
+    return fd;
+  }
+  void disarm() noexcept {
+    std::lock_guard lock(mutex);
+    armed_fd = -1;
+  }
+  static void drain(int fd) noexcept {
     std::uint64_t count = 0;
     (void)!::read(fd, &count, sizeof count);
   }
 
-  const int fd;
+  std::mutex mutex;
+  int armed_fd = -1;
   const std::thread::id caller = std::this_thread::get_id();
 };
 
 completion polled_reads::signalling(completion done) {
-  if (!signal_) {
-    const int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fd < 0) return done;  // read_until() then looks again at least every millisecond
-    signal_ = std::make_shared<elsewhere_signal>(fd);
-  }
+  if (!signal_) signal_ = std::make_shared<elsewhere_signal>();
   return [signal = signal_, done = std::move(done)](std::error_code ec, reply r) {
     done(ec, std::move(r));
     if (std::this_thread::get_id() != signal->caller) signal->notify();
@@ -970,6 +1003,16 @@ void polled_reads::read_until(clock::time_point deadline, const std::function<bo
   bool last_look = false;
   std::vector<pollfd> fds;
   std::vector<entry*> live;
+  if (entries_.empty()) return;  // the caller took no link: nothing to read here
+  // Armed before enough() is first asked: a completion elsewhere after that wakes the poll. A
+  // stale signal (of an earlier call on this thread) costs one look more.
+  const int signal_fd = signal_ ? signal_->arm() : -1;
+  struct disarm_at_exit {
+    elsewhere_signal* signal;
+    ~disarm_at_exit() {
+      if (signal != nullptr) signal->disarm();
+    }
+  } disarm{signal_.get()};
   for (;;) {
     // Buffered replies first: the reader role never leaves complete replies unhandled.
     fds.clear();
@@ -994,13 +1037,13 @@ void polled_reads::read_until(clock::time_point deadline, const std::function<bo
     // one, it looks again every millisecond).
     int timeout = enough() ? 0 : poll_timeout(deadline);
     if (timeout == 0) last_look = true;  // what is readable now, then stop
-    if (signal_) {
-      fds.push_back({signal_->fd, POLLIN, 0});
+    if (signal_fd >= 0) {
+      fds.push_back({signal_fd, POLLIN, 0});
     } else if (timeout < 0 || timeout > 1) {
       timeout = 1;
     }
     if (::poll(fds.data(), fds.size(), timeout) <= 0) continue;
-    if (signal_ && fds.back().revents != 0) signal_->drain();
+    if (signal_fd >= 0 && fds.back().revents != 0) elsewhere_signal::drain(signal_fd);
     for (std::size_t i = 0; i < live.size(); ++i) {
       if (fds[i].revents != 0) live[i]->link->read_turn(live[i]->turn, live[i]->reading);
     }

@@ -349,7 +349,7 @@ class polled_reads {
   completion signalling(completion done);
 
   std::vector<std::shared_ptr<entry>> entries_;
-  std::shared_ptr<elsewhere_signal> signal_;  // made by the first request (null: no eventfd)
+  std::shared_ptr<elsewhere_signal> signal_;  // made by the first request
 };
 
 }  // namespace dlock::net

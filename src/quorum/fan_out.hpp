@@ -36,12 +36,16 @@ class fan_out : public std::enable_shared_from_this<fan_out> {
   }
 
   void complete(std::size_t index, std::error_code ec, reply r) {
+    bool wake = false;
     {
       std::lock_guard lock(mutex_);
       if (ec && !r.is_error()) r = reply::make_error(ec.message());
       answers_[index] = std::move(r);
+      // Only when the waiter's condition now holds: a Redlock attempt that waits for a majority
+      // of 3 is woken once, not by every reply (a thread wake-up is dear on a small machine).
+      wake = waiter_ != nullptr && waiter_->satisfied(answers_);
     }
-    changed_.notify_all();
+    if (wake) changed_.notify_all();
   }
 
   // Whether `done(answers)` is true now.
@@ -52,14 +56,34 @@ class fan_out : public std::enable_shared_from_this<fan_out> {
   }
 
   // Waits until `done(answers)` is true or `deadline` passes; returns the answers seen by then.
+  // `done` is also asked by the threads that complete requests (under the fan-out's mutex), so
+  // that they wake the waiter only when it holds. One waiter at a time.
   template <typename Done>
   answers wait(clock::time_point deadline, Done&& done) {
+    struct waiting final : condition {
+      explicit waiting(Done& d) : done(d) {}
+      bool satisfied(const answers& a) override { return done(a); }
+      Done& done;
+    } w{done};
     std::unique_lock lock(mutex_);
-    changed_.wait_until(lock, deadline, [&] { return done(answers_); });
+    waiter_ = &w;
+    for (;;) {
+      if (done(answers_)) break;
+      if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+    }
+    waiter_ = nullptr;
     return answers_;
   }
 
  private:
+  struct condition {
+    virtual bool satisfied(const answers& a) = 0;
+
+   protected:
+    ~condition() = default;
+  };
+  condition* waiter_ = nullptr;  // the waiting caller's condition (under mutex_)
+
   std::mutex mutex_;
   std::condition_variable changed_;
   answers answers_;
