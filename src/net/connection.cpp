@@ -702,6 +702,9 @@ void connection::read() {
         if (self->reader_ == reader::caller) {
           // The caller reads; it wakes us if it leaves anything unread (see io_parked_).
           self->io_parked_ = true;
+        }
+        if (self->io_parked_) {
+          self->leave_reactor_if_idle();
           return;
         }
       }
@@ -724,6 +727,12 @@ void connection::read() {
         self->on_bytes(generation);
         if (generation == self->generation_) self->read();
       });
+}
+
+void connection::leave_reactor_if_idle() {
+  // Parked (no read wait armed) and no write under way: no operation of ours is pending on the
+  // socket, which is what transport::leave_reactor() needs.
+  if (!writing_ && state_ == state::ready && transport_) transport_->leave_reactor();
 }
 
 void connection::begin_reading_locked() {
@@ -1069,6 +1078,7 @@ void connection::write() {
     rearm_timer = std::exchange(timer_stale_, false);
     if (state_ != state::ready || !queue_.has_unwritten()) {
       write_scheduled_ = false;
+      if (io_parked_) leave_reactor_if_idle();  // parked while this write was under way
     } else {
       queue_.take_unwritten(write_buffer_);
       rearm_read = std::exchange(io_parked_, false);  // these replies are ours to read

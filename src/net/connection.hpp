@@ -209,6 +209,9 @@ class connection : public std::enable_shared_from_this<connection> {
   void begin_reading_locked();
   // The link's descriptor is gone for callers: shut down, so a caller blocked on it wakes.
   void drop_shared_socket_locked();
+  // I/O thread, parked (under mutex_): the socket leaves the reactor while no operation of ours
+  // waits on it, so that the replies callers read do not wake the I/O thread (see io_parked_).
+  void leave_reactor_if_idle();
   // I/O thread: the socket is readable, or a caller handed the reader role back.
   void read_available();
   // I/O thread: whatever read_available() found (n bytes more in read_buffer_, already counted).
@@ -265,7 +268,10 @@ class connection : public std::enable_shared_from_this<connection> {
   // The I/O thread keeps no read wait armed: it found a caller reading, and callers read while
   // they alone use the link (a wait would wake the I/O thread for every reply they read). It
   // arms again when it writes, or when a caller leaves replies unread. A server that closes the
-  // link is still noticed at once (idle_watch_), and a caller peeks before it writes.
+  // link is still noticed at once (idle_watch_), and a caller peeks before it writes. While
+  // parked, the socket is out of the reactor too (transport::leave_reactor): Asio's epoll holds a
+  // socket for every event, so each reply a caller read woke the I/O thread anyway (two
+  // context switches per cycle of a lock()-unlock() loop).
   bool io_parked_ = false;
   bool timer_stale_ = false;  // armed_deadline_ moved without waking the I/O thread
   // A caller that writes and does not read (a release) leaves its reply to the next caller that

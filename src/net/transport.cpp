@@ -1,6 +1,7 @@
 #include "net/transport.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <openssl/ssl.h>
 
@@ -117,6 +118,7 @@ void transport::async_read_some(asio::mutable_buffer buffer, handler done) {
 }
 
 void transport::async_write(asio::const_buffer buffer, handler done) {
+  rejoin_reactor();
   std::visit(
       [&](auto& s) {
         if constexpr (std::is_same_v<std::decay_t<decltype(s)>, std::unique_ptr<tls_stream>>) {
@@ -133,11 +135,13 @@ bool transport::plain() const noexcept {
 }
 
 int transport::native_handle() {
+  if (detached_ >= 0) return detached_;
   if (auto* s = std::get_if<unix_socket>(&stream_)) return s->native_handle();
   return tcp_socket().native_handle();
 }
 
 void transport::async_wait_readable(std::function<void(std::error_code)> done) {
+  rejoin_reactor();
   if (auto* s = std::get_if<unix_socket>(&stream_)) {
     s->async_wait(asio::socket_base::wait_read, std::move(done));
   } else {
@@ -145,7 +149,39 @@ void transport::async_wait_readable(std::function<void(std::error_code)> done) {
   }
 }
 
+void transport::leave_reactor() noexcept {
+  if (detached_ >= 0 || !plain()) return;
+  std::error_code ec;
+  if (auto* s = std::get_if<unix_socket>(&stream_)) {
+    if (!s->is_open()) return;
+    detached_ = s->release(ec);
+  } else {
+    auto& t = tcp_socket();
+    if (!t.is_open()) return;
+    const auto local = t.local_endpoint(ec);
+    if (ec) return;
+    detached_v6_ = local.address().is_v6();
+    detached_ = t.release(ec);
+  }
+  if (ec) detached_ = -1;
+}
+
+void transport::rejoin_reactor() {
+  if (detached_ < 0) return;
+  const int fd = std::exchange(detached_, -1);
+  std::error_code ec;
+  if (auto* s = std::get_if<unix_socket>(&stream_)) {
+    s->assign(asio::local::stream_protocol(), fd, ec);
+  } else {
+    tcp_socket().assign(detached_v6_ ? tcp::v6() : tcp::v4(), fd, ec);
+  }
+  if (ec) {
+    ::close(fd);  // the operation that follows fails on the closed socket: the link is lost
+  }
+}
+
 void transport::close() noexcept {
+  if (detached_ >= 0) ::close(std::exchange(detached_, -1));
   std::error_code ignored;
   resolver_.cancel();
   if (auto* s = std::get_if<unix_socket>(&stream_)) {

@@ -41,6 +41,11 @@ class transport {
   bool plain() const noexcept;
   int native_handle();
   void async_wait_readable(std::function<void(std::error_code)> done);
+  // Plain sockets with no operation pending: takes the socket out of the I/O thread's reactor,
+  // so that bytes arriving for a caller who reads them itself do not wake the I/O thread (its
+  // epoll holds sockets edge-triggered for every event, whether or not it waits for one). The
+  // next async_write() or async_wait_readable() puts it back. The descriptor stays open.
+  void leave_reactor() noexcept;
 
   // Closes the socket; pending operations complete with asio::error::operation_aborted.
   void close() noexcept;
@@ -51,6 +56,10 @@ class transport {
   using unix_socket = asio::local::stream_protocol::socket;
 
   tcp::socket& tcp_socket();
+  void rejoin_reactor();
+
+  int detached_ = -1;  // the descriptor, while out of the reactor (leave_reactor)
+  bool detached_v6_ = false;
 
   asio::io_context& io_;
   const client_options& options_;

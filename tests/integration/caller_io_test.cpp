@@ -9,10 +9,13 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <latch>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "dlock/client.hpp"
 #include "dlock/error.hpp"
@@ -52,6 +55,21 @@ class link_under_test {
   }
   net::connection& link() { return *link_; }
   std::thread::id io_thread_id() const { return io_thread_.get_id(); }
+  // How often the I/O thread went to sleep and was woken (the kernel's count, which rises at
+  // every wake-up from epoll_wait).
+  long io_thread_sleeps() {
+    if (io_tid_ == 0) {
+      std::promise<pid_t> tid;
+      asio::post(io_, [&tid] { tid.set_value(::gettid()); });
+      io_tid_ = tid.get_future().get();
+    }
+    std::ifstream status("/proc/self/task/" + std::to_string(io_tid_) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+    }
+    return -1;
+  }
 
   // Sends `args` with `c` and blocks until its completion ran; returns the reply and the thread
   // the completion ran on.
@@ -74,6 +92,7 @@ class link_under_test {
   std::shared_ptr<net::connection> link_;
   asio::executor_work_guard<asio::io_context::executor_type> guard_;
   std::thread io_thread_;
+  pid_t io_tid_ = 0;
 };
 
 // Brings `t`'s link up and past the I/O thread's first parking: until then the I/O thread may take
@@ -105,6 +124,31 @@ TEST(CallerIo, AWaitingCallerWritesAndReadsItsOwnRequestOnAFreeLink) {
   EXPECT_GE(on_caller, 99);
   // A caller that does not wait leaves the completion to the I/O thread.
   EXPECT_EQ(t.call({"PING"}, caller::leaves).second, t.io_thread_id());
+}
+
+// A parked I/O thread sleeps while callers read their replies themselves: the socket is out of
+// its reactor (Asio's epoll would wake it at every reply, about one wake-up per call).
+TEST(CallerIo, RepliesACallerReadsDoNotWakeTheParkedIoThread) {
+  // Wake-ups that are not the replies' (a health-check tick, the read-soon timer): a handful.
+  constexpr long unrelated_wake_ups = 20;
+  constexpr int calls = 300;
+  redis_server server;
+  link_under_test t(server.url());
+  bring_up(t);
+  const long before = t.io_thread_sleeps();
+  ASSERT_GE(before, 0);
+  int on_caller = 0;
+  for (int i = 0; i < calls; ++i) {
+    const auto [r, where] = t.call({"ECHO", "x"}, caller::waits);
+    ASSERT_EQ(r.str, "x");
+    on_caller += where == std::this_thread::get_id();
+  }
+  const long woken = t.io_thread_sleeps() - before;
+  EXPECT_GE(on_caller, calls - 1);
+  EXPECT_LT(woken, unrelated_wake_ups);
+  // Parked is not deaf: the I/O thread still does its own work on the link.
+  EXPECT_EQ(t.call({"PING"}, caller::leaves).second, t.io_thread_id());
+  EXPECT_EQ(t.call({"ECHO", "after"}, caller::waits).first.str, "after");
 }
 
 TEST(CallerIo, ABusyLinkStaysWithTheIoThreadAndItsBatching) {
