@@ -107,25 +107,29 @@ struct polled_reads::entry {
 
 namespace {
 // The calling thread's eventfd for polled_reads::elsewhere_signal: made once per thread, not per
-// attempt (two system calls a Redlock acquisition saved), closed when the thread ends.
-class thread_event {
- public:
-  thread_event() = default;
-  thread_event(const thread_event&) = delete;
-  thread_event& operator=(const thread_event&) = delete;
-  ~thread_event() {
-    if (fd_ >= 0) ::close(fd_);
+// attempt (two system calls a Redlock acquisition saved), closed when the thread ends. A plain
+// int, so that a Redlock acquisition in another thread_local's destructor, run after the closer,
+// finds -2 ("closed") and not a number the process may have reused.
+thread_local int calling_thread_eventfd = -1;  // -1: none yet; -2: closed at thread exit
+struct eventfd_closer {
+  eventfd_closer() = default;
+  eventfd_closer(const eventfd_closer&) = delete;
+  eventfd_closer& operator=(const eventfd_closer&) = delete;
+  ~eventfd_closer() {
+    if (calling_thread_eventfd >= 0) ::close(calling_thread_eventfd);
+    calling_thread_eventfd = -2;
   }
-  // -1 when no eventfd could be made (read_until() then looks again every millisecond).
-  int fd() noexcept {
-    if (fd_ < 0) fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    return fd_;
-  }
-
- private:
-  int fd_ = -1;
 };
-thread_local thread_event calling_thread_event;
+thread_local eventfd_closer close_eventfd_at_thread_exit;
+
+// -1 when there is none (read_until() then looks again every millisecond).
+int calling_thread_event() noexcept {
+  if (calling_thread_eventfd == -1) {
+    (void)&close_eventfd_at_thread_exit;  // constructed now: it closes the descriptor
+    calling_thread_eventfd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  }
+  return calling_thread_eventfd < 0 ? -1 : calling_thread_eventfd;
+}
 }  // namespace
 
 // Armed only while the calling thread polls in read_until(): a reply completed elsewhere then
@@ -141,7 +145,7 @@ struct polled_reads::elsewhere_signal {
   }
   // The calling thread's eventfd, armed; -1 if it has none.
   int arm() noexcept {
-    const int fd = calling_thread_event.fd();
+    const int fd = calling_thread_event();
     std::lock_guard lock(mutex);
     armed_fd = fd;
     return fd;

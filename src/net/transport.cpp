@@ -51,6 +51,10 @@ transport::transport(asio::io_context& io, const client_options& options,
   }
 }
 
+transport::~transport() {
+  if (detached_ >= 0) ::close(detached_);  // the Asio socket no longer owns it
+}
+
 transport::tcp::socket& transport::tcp_socket() {
   if (auto* s = std::get_if<tcp::socket>(&stream_)) return *s;
   return std::get<std::unique_ptr<tls_stream>>(stream_)->next_layer();
@@ -106,6 +110,7 @@ void transport::async_connect(connect_handler done) {
 }
 
 void transport::async_read_some(asio::mutable_buffer buffer, handler done) {
+  rejoin_reactor();
   std::visit(
       [&](auto& s) {
         if constexpr (std::is_same_v<std::decay_t<decltype(s)>, std::unique_ptr<tls_stream>>) {
@@ -158,9 +163,11 @@ void transport::leave_reactor() noexcept {
   } else {
     auto& t = tcp_socket();
     if (!t.is_open()) return;
-    const auto local = t.local_endpoint(ec);
-    if (ec) return;
-    detached_v6_ = local.address().is_v6();
+    if (!v6_) {
+      const auto local = t.local_endpoint(ec);
+      if (ec) return;
+      v6_ = local.address().is_v6();
+    }
     detached_ = t.release(ec);
   }
   if (ec) detached_ = -1;
@@ -173,7 +180,7 @@ void transport::rejoin_reactor() {
   if (auto* s = std::get_if<unix_socket>(&stream_)) {
     s->assign(asio::local::stream_protocol(), fd, ec);
   } else {
-    tcp_socket().assign(detached_v6_ ? tcp::v6() : tcp::v4(), fd, ec);
+    tcp_socket().assign(v6_.value_or(false) ? tcp::v6() : tcp::v4(), fd, ec);
   }
   if (ec) {
     ::close(fd);  // the operation that follows fails on the closed socket: the link is lost

@@ -9,6 +9,7 @@
 #include <asio/ssl.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -27,6 +28,9 @@ class transport {
 
   transport(asio::io_context& io, const client_options& options,
             std::shared_ptr<asio::ssl::context> tls_context);
+  ~transport();
+  transport(const transport&) = delete;
+  transport& operator=(const transport&) = delete;
 
   // Resolves, connects and (for TLS) handshakes. On failure `ec` is errc::connect_failed or
   // errc::tls_failed and `detail` says why.
@@ -44,7 +48,8 @@ class transport {
   // Plain sockets with no operation pending: takes the socket out of the I/O thread's reactor,
   // so that bytes arriving for a caller who reads them itself do not wake the I/O thread (its
   // epoll holds sockets edge-triggered for every event, whether or not it waits for one). The
-  // next async_write() or async_wait_readable() puts it back. The descriptor stays open.
+  // next operation puts it back; if that fails (epoll_ctl: out of memory), the descriptor is
+  // closed and the operation fails: the link is lost and made again. The descriptor stays open.
   void leave_reactor() noexcept;
 
   // Closes the socket; pending operations complete with asio::error::operation_aborted.
@@ -58,8 +63,8 @@ class transport {
   tcp::socket& tcp_socket();
   void rejoin_reactor();
 
-  int detached_ = -1;  // the descriptor, while out of the reactor (leave_reactor)
-  bool detached_v6_ = false;
+  int detached_ = -1;       // the descriptor, while out of the reactor (leave_reactor)
+  std::optional<bool> v6_;  // a TCP socket's address family, asked once (leave_reactor)
 
   asio::io_context& io_;
   const client_options& options_;

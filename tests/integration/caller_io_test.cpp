@@ -9,6 +9,7 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <latch>
@@ -395,6 +396,38 @@ TEST(CallerIo, AQuorumCallerReadsFreeLinksItselfAndLeavesASlowOneToItsIoThread) 
   EXPECT_EQ(where_b, slow.io_thread_id());
   EXPECT_EQ(slow.call({"ECHO", "after"}, caller::waits).first.str, "after");
   EXPECT_EQ(fast.call({"ECHO", "after"}, caller::waits).first.str, "after");
+}
+
+// The eventfd that wakes a polling caller is its thread's, made once and closed when the thread
+// ends: threads that poll and end leave no descriptor behind.
+TEST(CallerIo, APollingThreadsWakeUpDescriptorEndsWithTheThread) {
+  constexpr int threads = 5;
+  redis_server first_server, second_server;
+  link_under_test first(first_server.url()), second(second_server.url());
+  ASSERT_NO_FATAL_FAILURE(bring_up(first));
+  ASSERT_NO_FATAL_FAILURE(bring_up(second));
+  const auto open_descriptors = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator{});
+  };
+  const auto before = open_descriptors();
+  for (int t = 0; t < threads; ++t) {
+    std::thread([&] {
+      for (int i = 0; i < 3; ++i) {
+        std::promise<answer> a, b;
+        auto fa = a.get_future(), fb = b.get_future();
+        net::polled_reads reads;
+        send_polled(first, {"ECHO", "a"}, a, reads);
+        send_polled(second, {"ECHO", "b"}, b, reads);
+        reads.read_until(std::chrono::steady_clock::now() + 10s,
+                         [&] { return ready(fa) && ready(fb); });
+        reads.finish();
+        EXPECT_EQ(fa.get().first.str, "a");
+        EXPECT_EQ(fb.get().first.str, "b");
+      }
+    }).join();
+  }
+  EXPECT_EQ(open_descriptors(), before);
 }
 
 // A quorum caller polling a link whose server dies hears of it at once: the request fails (on the
