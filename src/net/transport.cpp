@@ -154,7 +154,7 @@ void transport::async_wait_readable(std::function<void(std::error_code)> done) {
   }
 }
 
-void transport::leave_reactor() noexcept {
+void transport::leave_reactor() {
   if (detached_ >= 0 || !plain()) return;
   std::error_code ec;
   if (auto* s = std::get_if<unix_socket>(&stream_)) {

@@ -50,7 +50,7 @@ class transport {
   // epoll holds sockets edge-triggered for every event, whether or not it waits for one). The
   // next operation puts it back; if that fails (epoll_ctl: out of memory), the descriptor is
   // closed and the operation fails: the link is lost and made again. The descriptor stays open.
-  void leave_reactor() noexcept;
+  void leave_reactor();
 
   // Closes the socket; pending operations complete with asio::error::operation_aborted.
   void close() noexcept;
