@@ -347,6 +347,18 @@ bool ready(const std::future<answer>& f) {
   return f.wait_for(0s) == std::future_status::ready;
 }
 
+// `ECHO a` on `first` and `ECHO b` on `second` as one quorum caller, read until both answered.
+std::pair<answer, answer> echo_polled(link_under_test& first, link_under_test& second) {
+  std::promise<answer> a, b;
+  auto fa = a.get_future(), fb = b.get_future();
+  net::polled_reads reads;
+  send_polled(first, {"ECHO", "a"}, a, reads);
+  send_polled(second, {"ECHO", "b"}, b, reads);
+  reads.read_until(std::chrono::steady_clock::now() + 10s, [&] { return ready(fa) && ready(fb); });
+  reads.finish();
+  return {fa.get(), fb.get()};
+}
+
 // A quorum's caller (Redlock's attempt) writes to several links and reads their replies itself,
 // polling the links together. Once it has enough, a link whose server has not answered is left to
 // that link's I/O thread, which completes the request; the link stays in step.
@@ -357,16 +369,9 @@ TEST(CallerIo, AQuorumCallerReadsFreeLinksItselfAndLeavesASlowOneToItsIoThread) 
   ASSERT_NO_FATAL_FAILURE(bring_up(slow));
   int both_on_caller = 0;
   for (int i = 0; i < 20; ++i) {
-    std::promise<answer> a, b;
-    auto fa = a.get_future(), fb = b.get_future();
-    net::polled_reads reads;
-    send_polled(fast, {"ECHO", "a"}, a, reads);
-    send_polled(slow, {"ECHO", "b"}, b, reads);
-    reads.read_until(std::chrono::steady_clock::now() + 10s,
-                     [&] { return ready(fa) && ready(fb); });
-    reads.finish();
-    const auto [ra, where_a] = fa.get();
-    const auto [rb, where_b] = fb.get();
+    const auto [first, second] = echo_polled(fast, slow);
+    const auto& [ra, where_a] = first;
+    const auto& [rb, where_b] = second;
     ASSERT_EQ(ra.str, "a");
     ASSERT_EQ(rb.str, "b");
     both_on_caller +=
@@ -414,16 +419,9 @@ TEST(CallerIo, APollingThreadsWakeUpDescriptorEndsWithTheThread) {
   for (int t = 0; t < threads; ++t) {
     std::thread([&] {
       for (int i = 0; i < 3; ++i) {
-        std::promise<answer> a, b;
-        auto fa = a.get_future(), fb = b.get_future();
-        net::polled_reads reads;
-        send_polled(first, {"ECHO", "a"}, a, reads);
-        send_polled(second, {"ECHO", "b"}, b, reads);
-        reads.read_until(std::chrono::steady_clock::now() + 10s,
-                         [&] { return ready(fa) && ready(fb); });
-        reads.finish();
-        EXPECT_EQ(fa.get().first.str, "a");
-        EXPECT_EQ(fb.get().first.str, "b");
+        const auto [a, b] = echo_polled(first, second);
+        EXPECT_EQ(a.first.str, "a");
+        EXPECT_EQ(b.first.str, "b");
       }
     }).join();
   }
