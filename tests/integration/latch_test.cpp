@@ -16,6 +16,7 @@
 #include "locks/names.hpp"
 #include "locks/types/latch_protocol.hpp"
 #include "redis_process.hpp"
+#include "support/command_stats.hpp"
 #include "support/lock_name_cases.hpp"
 #include "support/redis_fixture.hpp"
 
@@ -99,6 +100,11 @@ void wait_until_listening(client& c, const std::string& name, std::int64_t subsc
     return c.command({"PUBSUB", "NUMSUB", locks::latch_channel(name)}).elements.at(1).integer >=
            subscribers;
   }));
+}
+
+// Scripts the server has run (EVALSHA and EVAL): a waiter's reads of the count are scripts.
+std::int64_t script_calls(client& c) {
+  return test::script_calls(c.command({"INFO", "commandstats"}).str);
 }
 
 // --- names --------------------------------------------------------------------------------------
@@ -410,8 +416,13 @@ TEST(CountDownLatch, AResubscriptionMakesWaitersReadTheCountAgain) {
   const std::string name = unique_key("latch");
   count_down_latch latch = c.get_count_down_latch(name);
   ASSERT_TRUE(latch.try_set_count(1));
+  EXPECT_EQ(latch.count(), 1);  // the count's script is loaded: each read is one script call
+  const std::int64_t scripts_before = script_calls(admin);
   auto waiter = start_waiter(latch, 20s);
   wait_until_listening(admin, name);
+  // The subscription's confirmation brings a second read of the count: the latch may open without
+  // a message only after it, or that read finds it open (seen under TSan with 4 tests at once).
+  ASSERT_TRUE(eventually([&] { return script_calls(admin) >= scripts_before + 2; }));
   // The latch opens without a message (as if "0" had been published while disconnected).
   admin.command({"DEL", name});
   EXPECT_EQ(waiter.wait_for(no_wake_window), std::future_status::timeout);
