@@ -429,9 +429,11 @@ int run_ping_child(const child_args& a) {
 // The script floor's child: `pings` uncontended cycles of dlock's own reentrant lock and release
 // scripts (the calls dlock::mutex makes, from locks::reentrant_protocol) on a synchronous hiredis
 // connection; prints the median lock script's round trip, "lock_us" with each release waited for
-// and "lock_after_release_us" with the release written right before the lock, unanswered, as
-// scenario (a) runs dlock (the server runs the release first). What one round trip with dlock's
-// lock script costs a client with no thread of its own: the floor under (a)'s lock().
+// and "lock_after_release_us" with the previous release in the same write as the lock (hiredis
+// writes what was appended when a reply is asked for), as scenario (a) runs dlock: a release that
+// nobody is seen to wait for rides with the next request (the server runs it first). What one
+// round trip with dlock's lock script costs a client with no thread of its own: the floor under
+// (a)'s lock().
 int run_script_floor_child(const child_args& a) {
   if (a.cpu >= 0 && !pin(0, a.cpu)) throw std::runtime_error("cannot pin to a vCPU");
   const dlock::locks::reentrant_protocol protocol;
@@ -494,7 +496,7 @@ int run_script_floor_child(const child_args& a) {
   }
   append(lock_call);
   std::uint64_t token = granted_token(next_reply());
-  for (int i = 0; i < a.pings; ++i) {  // the release written right before the next lock
+  for (int i = 0; i < a.pings; ++i) {  // the release in the same write as the next lock
     append(release_of(token));
     const auto t0 = std::chrono::steady_clock::now();
     append(lock_call);
@@ -1032,7 +1034,7 @@ int run_parent(const bench_options& o) {
     std::printf(
         "uncontended lock() floor (hiredis, no threads, dlock::mutex's own lock script, %s): "
         "%.1f us = %.2f RTT with the release waited for; %.1f us = %.2f RTT with the release "
-        "written right before, as (a) runs\n",
+        "in the same write, as (a) runs\n",
         pinned ? "client and server on different vCPUs" : "unpinned", us.at("lock_us"),
         us.at("lock_us") / rtt_us, us.at("lock_after_release_us"),
         us.at("lock_after_release_us") / rtt_us);

@@ -31,6 +31,27 @@ constexpr std::size_t max_replies_ahead = 1;
 // cycle, so that a thread that locks again at once is the one that reads it.
 constexpr auto read_soon_delay = std::chrono::microseconds(1000);
 
+// A caller peeks at a parked link before it writes (has the server closed it meanwhile?) only
+// when no caller read from it for this long: a server that closed the link within this window
+// (no restart is that fast) fails the request with connection_lost, as if it had died under it.
+// A lock()-unlock() loop saves a system call per cycle.
+constexpr auto peek_after_quiet = std::chrono::milliseconds(10);
+
+// How long a deferred request (caller::defers, a release) may wait for the next request to carry
+// it before the I/O thread writes it: the read-soon timer's delay, so that a loop re-arms one
+// timer per cycle and it never fires. Long against the gap between an unlock() and the next
+// lock() of a loop, short against a lease; a release that others are seen to wait for is not
+// deferred (lock_engine::release_timing). Shorter delays measured worse on 2 vCPUs (200 and
+// 500 us: the timer expired under the loop, waking the I/O thread up to 0.9 times per cycle).
+constexpr auto flush_soon_delay = read_soon_delay;
+
+// Arms `timer` (a timerfd) to expire once after `delay`; false if it cannot.
+bool arm_once(int timer, std::chrono::microseconds delay) {
+  itimerspec soon{};
+  soon.it_value.tv_nsec = std::chrono::nanoseconds(delay).count();
+  return ::timerfd_settime(timer, 0, &soon, nullptr) == 0;
+}
+
 int make_read_soon_timer(bool wanted) {
   return wanted ? ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1;
 }
@@ -47,15 +68,21 @@ int poll_timeout(clock::time_point deadline) {
 
 // Reads what `fd` holds without blocking, growing `buffer` as needed. Returns the bytes read;
 // `failure` says why the stream ended (the server closed it, or a socket error), empty otherwise.
+// `to_eagain`: reads until the socket says it is empty (the I/O thread, whose edge-triggered
+// wait would not hear again of an end of stream that came with the last bytes). Otherwise a read
+// that leaves room in the buffer took everything there was, and saves the call that hears EAGAIN
+// (a caller: the idle watch hears a hang-up, and bytes that come later make the socket readable).
 std::size_t read_without_blocking(int fd, std::vector<char>& buffer, std::size_t& filled,
-                                  std::string& failure) {
+                                  std::string& failure, bool to_eagain) {
   std::size_t got = 0;
   for (;;) {
     if (filled == buffer.size()) buffer.resize(buffer.size() * 2);
-    const ssize_t n = ::recv(fd, buffer.data() + filled, buffer.size() - filled, MSG_DONTWAIT);
+    const std::size_t room = buffer.size() - filled;
+    const ssize_t n = ::recv(fd, buffer.data() + filled, room, MSG_DONTWAIT);
     if (n > 0) {
       filled += static_cast<std::size_t>(n);
       got += static_cast<std::size_t>(n);
+      if (!to_eagain && static_cast<std::size_t>(n) < room) return got;
       continue;
     }
     if (n == 0) {
@@ -233,6 +260,7 @@ void connection::drop_shared_socket_locked() {
   io_parked_ = false;
   io_wants_to_read_ = false;
   read_soon_watched_ = false;
+  deferred_ = false;  // unwritten requests wait for the next link, which writes them at once
   if (!shared_socket_) return;
   ::shutdown(shared_socket_->fd, SHUT_RDWR);
   shared_socket_.reset();
@@ -263,6 +291,7 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
   completion refused;         // the completion of a request sent to a stopped connection
   caller_turn turn;
   bool took_turn = false;
+  bool flush_soon = false;  // deferred: the read-soon timer writes it unless a caller does first
   std::shared_ptr<polled_reads::entry> polled_entry;
   if (c == caller::polls) {
     // Allocated before the turn is claimed: nothing may throw between the claim and the entry
@@ -275,10 +304,23 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) {
       refused = std::move(done);
-    } else if (claim_caller_turn(c, where, turn)) {
+    } else if (c == caller::defers && may_defer_locked(where)) {
+      queue_.push(args, std::move(done), deadline, true);
+      deferred_ = true;
+      flush_soon = true;
+      if (deadline < armed_deadline_) {
+        // Armed by the I/O thread when it next wakes (the flush timer wakes it at the latest).
+        armed_deadline_ = deadline;
+        timer_stale_ = true;
+      }
+    } else if (claim_caller_turn(c == caller::defers ? caller::writes : c, where, turn)) {
       turn.deadline = deadline;
       queue_.push(args, std::move(done), deadline, true);
-      queue_.take_unwritten(turn.bytes);
+      queue_.take_unwritten(turn.bytes);  // deferred requests first, then this one
+      // The flush timer stays armed: disarming it costs every cycle of a loop a system call,
+      // and the next deferral moves it on anyway; it fires for nothing only after a pause.
+      deferred_ = false;
+      if (turn.reads) turn.replies_ahead = queue_.written() - 1;
       took_turn = true;
       if (deadline < armed_deadline_) {
         // Armed by the I/O thread when it next wakes; the caller watches its own deadline.
@@ -318,6 +360,12 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
   }
   if (refused) {
     refused(make_error_code(errc::client_stopped), reply::make_error("the client was stopped"));
+    return;
+  }
+  if (flush_soon) {
+    if (!arm_once(read_soon_timer_, flush_soon_delay)) {
+      asio::post(io_, [self = shared_from_this()] { self->flush_deferred(); });
+    }
     return;
   }
   if (took_turn && c == caller::polls) {
@@ -602,6 +650,17 @@ void connection::on_idle_watch(std::error_code ec, std::uint64_t generation) {
   if (read_soon_timer_ >= 0)
     (void)::read(read_soon_timer_, &expirations, sizeof expirations);  // EAGAIN if not expired
   read_available();  // the unread replies, or the end of the stream
+  flush_deferred();
+}
+
+void connection::flush_deferred() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!deferred_ || state_ != state::ready || write_scheduled_ || caller_writing_) return;
+    deferred_ = false;
+    write_scheduled_ = true;
+  }
+  write();
 }
 
 void connection::on_connect_failed(std::error_code ec, const std::string& detail) {
@@ -784,7 +843,8 @@ void connection::read_available() {
   if (rearm_read) read();
   const std::uint64_t generation = generation_;
   if (!failure.empty()) return on_link_error(make_error_code(errc::connection_lost), failure);
-  if (read_without_blocking(transport_->native_handle(), read_buffer_, read_filled_, failure) > 0) {
+  if (read_without_blocking(transport_->native_handle(), read_buffer_, read_filled_, failure,
+                            true) > 0) {
     received_since_tick_ = true;
     on_bytes(generation);
   }
@@ -856,14 +916,23 @@ void connection::on_bytes(std::uint64_t generation) {
   }
 }
 
+bool connection::may_defer_locked(placement where) const {
+  // Only on an idle link, which the next caller may take (it writes the deferred request with
+  // its own), and where the timer can wake the I/O thread.
+  return where == placement::in_order && callers_may_do_io_ && state_ == state::ready &&
+         shared_socket_ && read_soon_watched_ && !write_scheduled_ && !caller_writing_ &&
+         queue_.size() == 0;
+}
+
 bool connection::claim_caller_turn(caller c, placement where, caller_turn& turn) {
+  // Deferred requests do not stop a caller: it writes them ahead of its own.
   if (c == caller::leaves || where != placement::in_order || !callers_may_do_io_ ||
       state_ != state::ready || !shared_socket_ || write_scheduled_ || caller_writing_ ||
-      queue_.has_unwritten() || queue_.size() > max_replies_ahead ||
+      (queue_.has_unwritten() && !deferred_) || queue_.size() > max_replies_ahead ||
       io_.get_executor().running_in_this_thread()) {
     return false;
   }
-  if (io_parked_) {
+  if (io_parked_ && clock::now() - caller_read_at_ > peek_after_quiet) {
     // Nobody watched the idle link: if the server closed it, the I/O thread must hear of it
     // (the request then waits for the next link instead of meeting the closed one).
     char byte;
@@ -932,6 +1001,7 @@ bool connection::handle_buffered(caller_turn& turn, turn_reading& r) {
       r.stale = true;  // torn down: the I/O thread completed every written request
       return true;
     }
+    caller_read_at_ = clock::now();
     for (reply& reply : replies) {
       finished_list out;
       if (!queue_.match(std::move(reply), out)) {
@@ -959,7 +1029,8 @@ bool connection::handle_buffered(caller_turn& turn, turn_reading& r) {
 }
 
 void connection::read_turn(caller_turn& turn, turn_reading& r) {
-  if (read_without_blocking(turn.socket->fd, read_buffer_, read_filled_, r.end_of_stream) > 0) {
+  if (read_without_blocking(turn.socket->fd, read_buffer_, read_filled_, r.end_of_stream, false) >
+      0) {
     received_since_tick_ = true;
   }
 }
@@ -1002,11 +1073,7 @@ void connection::end_turn(caller_turn& turn, turn_reading& r) {
       }
     }
   }
-  if (read_soon) {
-    itimerspec soon{};
-    soon.it_value.tv_nsec = std::chrono::nanoseconds(read_soon_delay).count();
-    if (::timerfd_settime(read_soon_timer_, 0, &soon, nullptr) != 0) wake_io_thread = true;
-  }
+  if (read_soon && !arm_once(read_soon_timer_, read_soon_delay)) wake_io_thread = true;
   if (wake_io_thread) asio::post(io_, [self = shared_from_this()] { self->read_available(); });
 }
 
@@ -1085,6 +1152,7 @@ void connection::write() {
       if (io_parked_) leave_reactor_if_idle();  // parked while this write was under way
     } else {
       queue_.take_unwritten(write_buffer_);
+      deferred_ = false;
       rearm_read = std::exchange(io_parked_, false);  // these replies are ours to read
     }
   }

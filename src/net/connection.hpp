@@ -123,6 +123,10 @@ class connection : public std::enable_shared_from_this<connection> {
              // itself before send() returns; `done` may run on any thread
     polls,   // as waits, but reads later, polling this link with others (see polled_reads);
              // `done` may run on any thread
+    defers,  // returns at once; the request waits, unwritten, for the next request written on
+             // this link (which carries it in the same write) or for a short timer (see
+             // deferred_); otherwise as writes. For a release that nobody waits for: it then
+             // costs the next lock() no round trip and the server no wake-up of its own.
   };
 
   // Queues one command. `done` runs exactly once, on the I/O thread (or on the calling thread
@@ -280,7 +284,16 @@ class connection : public std::enable_shared_from_this<connection> {
   // the next lock() of the same thread usually reads the reply anyway. Set by any thread.
   const int read_soon_timer_;
   bool read_soon_watched_ = false;  // idle_watch_ holds read_soon_timer_ for the ready link
-  std::uint64_t link_epoch_ = 0;    // bumps when a link is torn down
+  // The unwritten requests are deferred ones (caller::defers) that no writer was asked to write:
+  // the next caller that takes the link writes them with its own, and the read-soon timer, armed
+  // for flush_soon_delay, has the I/O thread write them otherwise (flush_deferred).
+  bool deferred_ = false;
+  clock::time_point caller_read_at_{};  // when a caller last read replies (see peek_after_quiet)
+  // Whether a request may wait unwritten now (under mutex_).
+  bool may_defer_locked(placement where) const;
+  // I/O thread: writes the deferred requests if nobody has.
+  void flush_deferred();
+  std::uint64_t link_epoch_ = 0;                  // bumps when a link is torn down
   std::shared_ptr<shared_socket> shared_socket_;  // while ready
   finished_list handed_over_;   // read by a caller, to run on the I/O thread, in order
   std::string reader_failure_;  // a caller found the stream broken: what (for the I/O thread)

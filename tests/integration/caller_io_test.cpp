@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <latch>
 #include <thread>
 #include <vector>
@@ -535,6 +536,109 @@ TEST(CallerIo, AnAnsweredLinkIsNotHeldWhileThePollingCallerWaitsForAnother) {
   EXPECT_EQ(fast.call({"ECHO", "other"}, caller::leaves).first.str, "other");
   EXPECT_LT(std::chrono::steady_clock::now() - began, polling_slack);  // the pause lasts 2 s
   polling.get();
+}
+
+// --- deferred requests (caller::defers: a release nobody is seen to wait for) --------------------
+
+// The server's count of reads from its clients' sockets (INFO stats): a request written by itself
+// costs one, requests in one write usually one together.
+std::int64_t reads_processed(client& admin) {
+  const std::string info = admin.command({"INFO", "stats"}).str;
+  const std::string tag = "total_reads_processed:";
+  const auto at = info.find(tag);
+  return at == std::string::npos ? -1 : std::stoll(info.substr(at + tag.size()));
+}
+
+TEST(CallerIo, ADeferredRequestGoesOutInTheNextCallersWrite) {
+  // Reads that are not the cycles' own: the INFO calls, a health-check PING.
+  constexpr std::int64_t other_reads = 10;
+  constexpr int cycles = 200;
+  redis_server server;
+  client admin{server.url()};
+  link_under_test t(server.url());
+  bring_up(t);
+  std::atomic<int> deferred_done{0};
+  const std::int64_t before = reads_processed(admin);
+  ASSERT_GE(before, 0);
+  for (int i = 0; i < cycles; ++i) {
+    const std::vector<std::string_view> set{"SET", "deferred", "v"};
+    t.link().send(
+        set,
+        [&deferred_done](std::error_code ec, reply r) {
+          if (!ec && r.str == "OK") ++deferred_done;
+        },
+        5s, false, caller::defers);
+    const auto [r, where] = t.call({"ECHO", "next"}, caller::waits);
+    ASSERT_EQ(r.str, "next");
+    // The caller read the deferred request's reply before its own.
+    EXPECT_EQ(deferred_done.load(), i + 1);
+  }
+  const std::int64_t reads = reads_processed(admin) - before;
+  // Written one by one, the two requests of a cycle cost the server two reads.
+  EXPECT_LT(reads, cycles + other_reads);
+  std::cout << "deferred: " << reads << " server reads for " << cycles
+            << " cycles of a deferred SET and a waited-for ECHO\n";
+}
+
+TEST(CallerIo, ADeferredRequestThatNoRequestFollowsIsWrittenSoonAnyway) {
+  // The flush delay (1 ms) and scheduling on a loaded machine.
+  constexpr auto flush_bound = 500ms;
+  redis_server server;
+  link_under_test t(server.url());
+  bring_up(t);
+  for (int i = 0; i < 5; ++i) {
+    std::promise<std::pair<std::string, std::thread::id>> done;
+    auto result = done.get_future();
+    const std::vector<std::string_view> set{"SET", "alone", "v"};
+    t.link().send(
+        set,
+        [&done](std::error_code ec, reply r) {
+          done.set_value({ec ? ec.message() : r.str, std::this_thread::get_id()});
+        },
+        5s, false, caller::defers);
+    ASSERT_EQ(result.wait_for(flush_bound), std::future_status::ready) << "try " << i;
+    const auto [outcome, where] = result.get();
+    EXPECT_EQ(outcome, "OK");
+    EXPECT_EQ(where, t.io_thread_id());  // the I/O thread wrote it and read its reply
+  }
+}
+
+TEST(CallerIo, AnUnlockNobodyWaitsForGoesOutWithTheNextLock) {
+  constexpr std::int64_t other_reads = 10;
+  constexpr int cycles = 200;
+  redis_server server;
+  client admin{server.url()};
+  client c{server.url()};
+  mutex m = c.get_lock(unique_key("deferred"));
+  for (int i = 0; i < 20; ++i) {  // scripts loaded, the link parked
+    m.lock();
+    m.unlock();
+  }
+  const std::int64_t before = reads_processed(admin);
+  for (int i = 0; i < cycles; ++i) {
+    m.lock();
+    m.unlock();
+  }
+  const std::int64_t reads = reads_processed(admin) - before;
+  EXPECT_LT(reads, cycles + other_reads);
+  std::cout << "mutex: " << reads << " server reads for " << cycles << " lock-unlock cycles\n";
+  // The last release went out without a next lock().
+  EXPECT_TRUE(test::eventually([&] { return admin.command({"EXISTS", m.name()}).integer == 0; }));
+}
+
+TEST(CallerIo, AClientDestroyedRightAfterAnUnlockLeavesTheLockFree) {
+  redis_server server;
+  client admin{server.url()};
+  const std::string name = unique_key("deferred");
+  for (int i = 0; i < 5; ++i) {
+    {
+      client c{server.url()};
+      mutex m = c.get_lock(name);
+      m.lock();
+      m.unlock();
+    }
+    EXPECT_EQ(admin.command({"EXISTS", name}).integer, 0) << "round " << i;
+  }
 }
 
 }  // namespace

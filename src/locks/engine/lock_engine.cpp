@@ -51,11 +51,14 @@ lock_engine::lock_engine(asio::io_context& io, route::router& router, const lock
 
 void lock_engine::start() {
   releases_ = std::make_shared<release_queue>(
-      [this](const script_call& call, bool urgent, std::function<void(std::error_code)> done) {
+      [this](const script_call& call, bool urgent, release_queue::timing when,
+             std::function<void(std::error_code)> done) {
         // The release's completion (retries, counters) may run on any thread.
         io_.eval(
             call, [done = std::move(done)](std::error_code ec, const reply&) { done(ec); }, urgent,
-            {}, route::router::caller::writes);
+            {},
+            when == release_queue::timing::with_next_request ? route::router::caller::defers
+                                                             : route::router::caller::writes);
       },
       counters_);
   watchdog_ = std::make_shared<watchdog>(io_, holds_, counters_,
@@ -421,11 +424,12 @@ std::error_code lock_engine::release(const lock_ref& lock, std::uint64_t owner) 
   if (io_.forked()) return make_error_code(errc::forked);  // the parent's holds are its own
   expire_due_holds();  // a hold whose lease ran out unnoticed is reported lost (lock_lost)
   try {
+    const release_queue::timing when = release_timing(lock);
     std::error_code result;
     std::lock_guard guard(holds_.mutex);
     auto request = holds_.registry.release({lock, owner}, result);
     // Queued under the holds' mutex: a renewal batch for this lock is on the wire first.
-    if (request) releases_->send(*lock.protocol, std::move(*request));
+    if (request) releases_->send(*lock.protocol, std::move(*request), when);
     return result;
   } catch (const error& e) {
     return e.code();
@@ -433,6 +437,16 @@ std::error_code lock_engine::release(const lock_ref& lock, std::uint64_t owner) 
     // Out of memory while building the request: the lease will end the hold on the server.
     return make_error_code(errc::client_stopped);
   }
+}
+
+release_queue::timing lock_engine::release_timing(const lock_ref& lock) {
+  // A release that others may wait for goes out at once. This client cannot see other clients'
+  // waiters, but if it waited for this lock lately (its channel is still subscribed), the lock
+  // is contended. Otherwise the release rides with this thread's next request (a lock() loop:
+  // one write and one server wake-up per cycle instead of two), or goes within
+  // net::connection's flush delay: an unseen waiter elsewhere waits that much longer, once.
+  if (lock.protocol->waits_by_owner() || waiters_.listens(lock)) return release_queue::timing::now;
+  return release_queue::timing::with_next_request;
 }
 
 void lock_engine::release_orphan(const hold_key& key) noexcept {

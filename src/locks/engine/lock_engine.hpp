@@ -155,6 +155,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
               clock::time_point sent_at);
   attempt_plan plan(const hold_key& key, const std::chrono::milliseconds* lease);
   void release_orphan(const hold_key& key) noexcept;
+  // Whether a release of `lock` goes out at once or with the next request (see release()).
+  release_queue::timing release_timing(const lock_ref& lock);
   lock_lease make_lease(const lock_ref& lock, std::uint64_t owner);
   reply call(const script_call& c);
   // One command on the master that serves `routing_key`, blocking.

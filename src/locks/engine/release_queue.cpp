@@ -13,12 +13,12 @@ bool is_retryable(std::error_code ec) {
 
 }  // namespace
 
-void release_queue::send(const lock_protocol& protocol, release_request request) {
-  send_try(protocol, std::move(request), release_tries, false);
+void release_queue::send(const lock_protocol& protocol, release_request request, timing when) {
+  send_try(protocol, std::move(request), release_tries, false, when);
 }
 
 void release_queue::send_try(const lock_protocol& protocol, release_request request, int tries_left,
-                             bool urgent) {
+                             bool urgent, timing when) {
   {
     std::lock_guard lock(mutex_);
     ++in_flight_;
@@ -34,7 +34,7 @@ void release_queue::send_try(const lock_protocol& protocol, release_request requ
       ++self->counters_.release_retries;
       ++self->counters_.of(protocol.kind()).release_retries;
       try {
-        self->send_try(protocol, std::move(request), tries_left - 1, true);
+        self->send_try(protocol, std::move(request), tries_left - 1, true, timing::now);
       } catch (...) {
         // Stopped meanwhile: the lease ends the hold.
       }
@@ -42,7 +42,7 @@ void release_queue::send_try(const lock_protocol& protocol, release_request requ
     self->finished();
   };
   try {
-    send_(call, urgent, std::move(on_done));
+    send_(call, urgent, when, std::move(on_done));
   } catch (...) {
     finished();
     throw;

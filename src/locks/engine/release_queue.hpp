@@ -21,9 +21,12 @@ namespace dlock::locks {
 
 class release_queue : public std::enable_shared_from_this<release_queue> {
  public:
+  // How a release goes out: written at once, or deferred until the next request written on its
+  // link carries it (or a short timer; see net::connection::caller::defers).
+  enum class timing { now, with_next_request };
   // Sends one script call; `done` runs once with its outcome. Throws errc::client_stopped when
-  // nothing can be sent any more.
-  using send_fn = std::function<void(const script_call& call, bool urgent,
+  // nothing can be sent any more. `urgent` calls are never deferred.
+  using send_fn = std::function<void(const script_call& call, bool urgent, timing when,
                                      std::function<void(std::error_code)> done)>;
 
   static constexpr int release_tries = 5;
@@ -31,15 +34,16 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   release_queue(send_fn send, lock_counters& counters)
       : send_(std::move(send)), counters_(counters) {}
 
-  // Sends `request` by `protocol` (which must outlive the queue). Throws as send_fn.
-  void send(const lock_protocol& protocol, release_request request);
+  // Sends `request` by `protocol` (which must outlive the queue). Throws as send_fn. A retry is
+  // written at once, whatever `when` the first try had.
+  void send(const lock_protocol& protocol, release_request request, timing when = timing::now);
 
   // Waits up to `limit` until no release is in flight.
   void drain(std::chrono::milliseconds limit);
 
  private:
-  void send_try(const lock_protocol& protocol, release_request request, int tries_left,
-                bool urgent);
+  void send_try(const lock_protocol& protocol, release_request request, int tries_left, bool urgent,
+                timing when);
   void finished();
 
   send_fn send_;

@@ -147,6 +147,16 @@ std::size_t wait_queues::waiting(const lock_ref& lock) {
   return it == locks_.end() ? 0 : it->second.queue.size();
 }
 
+bool wait_queues::listens(const lock_ref& lock) {
+  {
+    std::lock_guard guard(mutex_);
+    if (channels_.empty()) return false;
+  }
+  const std::string channel = lock.protocol->wake_channel(lock.name);
+  std::lock_guard guard(mutex_);
+  return channels_.count(channel) != 0;
+}
+
 bool wait_queues::is_first(const lock_ref& lock, const waiter* w) {
   std::lock_guard guard(mutex_);
   const auto it = locks_.find(lock);

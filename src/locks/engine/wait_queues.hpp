@@ -85,6 +85,9 @@ class wait_queues {
 
   // How many waiters this client has for `lock`.
   std::size_t waiting(const lock_ref& lock);
+  // Whether this client listens for releases of `lock`: its waiters wait there now, or did
+  // within idle_channel_linger. Then others likely wait too. Cheap when it listens nowhere.
+  bool listens(const lock_ref& lock);
   // Whether `w` is the first of `lock`'s waiters here.
   bool is_first(const lock_ref& lock, const waiter* w);
   // Gives one wake-up to `lock`'s first waiter other than `except` that has none pending.
