@@ -809,6 +809,10 @@ TEST(Mutex, ALaterWaiterQueuesBehindEarlierOnesWithoutAnAttempt) {
   };
   auto first = waiter(1);
   ASSERT_TRUE(eventually_subscribed(held, 1));
+  // The first waiter's subscription, once confirmed, has it try again (wait_queues: a new
+  // subscription wakes every waiter): that failed attempt runs PTTL too, and must be done before
+  // the count starts (seen under TSan with 4 tests at once).
+  ASSERT_TRUE(test::eventually([&] { return command_calls(admin, "pttl") >= 2; }));
   admin.command({"CONFIG", "RESETSTAT"});
   auto second = waiter(2);
   // The second waiter joined the queue when metrics say it waited.
