@@ -549,9 +549,15 @@ std::int64_t reads_processed(client& admin) {
   return at == std::string::npos ? -1 : std::stoll(info.substr(at + tag.size()));
 }
 
+// Server reads allowed per cycle of a deferred request and the next: one when they share a write,
+// more when the flush timer (1 ms) wrote the deferred one first, as it does for some cycles on a
+// loaded machine (222 reads for 200 cycles under ASan with 4 tests at once). Written one by one,
+// they cost two (399 for 200). Three reads per two cycles at most.
+constexpr std::int64_t reads_bound(int cycles) {
+  return std::int64_t{cycles} * 3 / 2;
+}
+
 TEST(CallerIo, ADeferredRequestGoesOutInTheNextCallersWrite) {
-  // Reads that are not the cycles' own: the INFO calls, a health-check PING.
-  constexpr std::int64_t other_reads = 10;
   constexpr int cycles = 200;
   redis_server server;
   client admin{server.url()};
@@ -574,8 +580,7 @@ TEST(CallerIo, ADeferredRequestGoesOutInTheNextCallersWrite) {
     EXPECT_EQ(deferred_done.load(), i + 1);
   }
   const std::int64_t reads = reads_processed(admin) - before;
-  // Written one by one, the two requests of a cycle cost the server two reads.
-  EXPECT_LT(reads, cycles + other_reads);
+  EXPECT_LT(reads, reads_bound(cycles));
   std::cout << "deferred: " << reads << " server reads for " << cycles
             << " cycles of a deferred SET and a waited-for ECHO\n";
 }
@@ -604,7 +609,6 @@ TEST(CallerIo, ADeferredRequestThatNoRequestFollowsIsWrittenSoonAnyway) {
 }
 
 TEST(CallerIo, AnUnlockNobodyWaitsForGoesOutWithTheNextLock) {
-  constexpr std::int64_t other_reads = 10;
   constexpr int cycles = 200;
   redis_server server;
   client admin{server.url()};
@@ -620,7 +624,7 @@ TEST(CallerIo, AnUnlockNobodyWaitsForGoesOutWithTheNextLock) {
     m.unlock();
   }
   const std::int64_t reads = reads_processed(admin) - before;
-  EXPECT_LT(reads, cycles + other_reads);
+  EXPECT_LT(reads, reads_bound(cycles));
   std::cout << "mutex: " << reads << " server reads for " << cycles << " lock-unlock cycles\n";
   // The last release went out without a next lock().
   EXPECT_TRUE(test::eventually([&] { return admin.command({"EXISTS", m.name()}).integer == 0; }));
