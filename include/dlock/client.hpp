@@ -108,6 +108,12 @@ class client {
   void async_eval_from_caller(const script& s, std::span<const std::string_view> keys,
                               std::span<const std::string_view> args, reply_handler done,
                               net::polled_reads* polled);
+  // For dlock's internals (Redlock's releases that nobody is seen to wait for): async_eval where
+  // the request may wait, unwritten, for the next request on its link, which carries it in the
+  // same write, or for a timer of about a millisecond (net::connection::caller::defers). `done`
+  // must be free to run on any thread.
+  void async_eval_deferred(const script& s, std::span<const std::string_view> keys,
+                           std::span<const std::string_view> args, reply_handler done);
 
   // client::subscribe()
   // Listens on `channel` until the returned subscription is destroyed. `on_message` gets each

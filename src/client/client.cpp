@@ -330,6 +330,14 @@ void client::async_eval_from_caller(const script& s, std::span<const std::string
       polled != nullptr ? route::router::caller::polls : route::router::caller::writes, polled);
 }
 
+void client::async_eval_deferred(const script& s, std::span<const std::string_view> keys,
+                                 std::span<const std::string_view> args, reply_handler done) {
+  core::check_same_process(impl_->made_in);
+  const auto to = keys.empty() ? route::target::any_master() : route::target::key(keys.front());
+  impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, std::move(done), false, {},
+                     route::router::caller::defers);
+}
+
 dlock::lock_metrics client::lock_metrics() const noexcept {
   return impl_->locks->metrics();
 }

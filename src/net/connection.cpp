@@ -21,10 +21,13 @@ namespace {
 
 constexpr std::size_t initial_read_buffer = 16 * 1024;
 
-// A caller takes the link (see connection.hpp) only when at most this many replies are due before
-// its own: one thread's release ahead of its next lock, not the traffic of many threads, whose
-// commands the I/O thread batches better.
-constexpr std::size_t max_replies_ahead = 1;
+// A caller takes the link (see connection.hpp) only when at most this many written requests'
+// replies are due before its own: one thread's release ahead of its next lock, and a Redlock
+// attempt's reply that came after the majority, not the traffic of many threads, whose commands
+// the I/O thread batches better. Deferred requests, which the caller writes, come on top. With
+// one, a Redlock loop fell to the I/O thread on a quarter of its links (a reply left unread and
+// a release: the next attempt, and then every request behind it, went through the I/O thread).
+constexpr std::size_t max_replies_ahead = 2;
 
 // How long a reply a caller left unread (its release's) may wait for the next caller to read it
 // before the I/O thread does: short against any request timeout, long against a lock + unlock
@@ -917,18 +920,20 @@ void connection::on_bytes(std::uint64_t generation) {
 }
 
 bool connection::may_defer_locked(placement where) const {
-  // Only on an idle link, which the next caller may take (it writes the deferred request with
-  // its own), and where the timer can wake the I/O thread.
+  // Only on a link the next caller may take (it writes the deferred requests with its own: no
+  // writer, nothing unwritten but deferred requests, no more replies due than a caller may read
+  // ahead of its own, such as a quorum attempt's reply that came after the majority), and where
+  // the timer can wake the I/O thread.
   return where == placement::in_order && callers_may_do_io_ && state_ == state::ready &&
          shared_socket_ && read_soon_watched_ && !write_scheduled_ && !caller_writing_ &&
-         queue_.size() == 0;
+         (!queue_.has_unwritten() || deferred_) && queue_.written() <= max_replies_ahead;
 }
 
 bool connection::claim_caller_turn(caller c, placement where, caller_turn& turn) {
   // Deferred requests do not stop a caller: it writes them ahead of its own.
   if (c == caller::leaves || where != placement::in_order || !callers_may_do_io_ ||
       state_ != state::ready || !shared_socket_ || write_scheduled_ || caller_writing_ ||
-      (queue_.has_unwritten() && !deferred_) || queue_.size() > max_replies_ahead ||
+      (queue_.has_unwritten() && !deferred_) || queue_.written() > max_replies_ahead ||
       io_.get_executor().running_in_this_thread()) {
     return false;
   }

@@ -78,6 +78,12 @@ constexpr std::string_view lock_kind = "redlock";
 constexpr std::size_t no_majority_log_after = 3;
 constexpr auto no_majority_log_interval = std::chrono::seconds(10);
 
+// How long a release that reached no listener says that nobody waits for its name: long against
+// a lock-unlock loop's cycle (a few hundred microseconds), short against a waiter's patience, since
+// one that began to wait after that release hears the next one up to a millisecond late (the
+// deferral's timer). A handoff every few milliseconds to a new waiter is never deferred.
+constexpr auto quiet_lasts = std::chrono::milliseconds(2);
+
 // The most holds one renewal script carries (a long script blocks its master meanwhile).
 constexpr std::size_t max_renewal_batch = 1000;
 
@@ -264,11 +270,14 @@ class redlock::impl : public core::thread_exit_listener {
     milliseconds holder_left{0};  // when a majority's current holds would all have ended
   };
 
-  // With `polled`, the calling thread writes the requests and may read the replies itself (see
-  // net::polled_reads); otherwise the I/O thread does both.
+  // How send() writes the requests: the calling thread writes them and may read the replies
+  // itself (`polled`, see net::polled_reads); the I/O thread does both (`by_io_thread`); or each
+  // waits, unwritten, for the next request on its link (`deferred`, see
+  // net::connection::caller::defers), for a request nobody waits for.
+  enum class sending : std::uint8_t { polled, by_io_thread, deferred };
   std::shared_ptr<quorum::fan_out> send(const std::vector<std::size_t>& targets, const script& s,
                                         const std::vector<std::string>& keys,
-                                        const std::vector<std::string>& args,
+                                        const std::vector<std::string>& args, sending how,
                                         net::polled_reads* polled = nullptr);
   std::vector<std::size_t> all_masters() const {
     std::vector<std::size_t> all(size_);
@@ -278,14 +287,19 @@ class redlock::impl : public core::thread_exit_listener {
   }
   attempt_result attempt(const std::string& name, const std::string& owner, milliseconds lease,
                          bool watchdog);
-  std::shared_ptr<quorum::fan_out> release_on_all(const std::string& name,
-                                                  const std::string& value) {
-    return release_on(all_masters(), name, value);
+  std::shared_ptr<quorum::fan_out> release_on_all(const std::string& name, const std::string& value,
+                                                  bool may_defer = false) {
+    return release_on(all_masters(), name, value, may_defer);
   }
   // Releases `value` on the masters `targets` (indexes, not empty), in parallel, without waiting;
-  // the fan-out's answers of the other masters stay empty.
+  // the fan-out's answers of the other masters stay empty. With `may_defer`, and if the name's
+  // latest release reached no listener (quiet_names_), each request may wait for this process's
+  // next request on its link (net::connection::caller::defers).
   std::shared_ptr<quorum::fan_out> release_on(const std::vector<std::size_t>& targets,
-                                              const std::string& name, const std::string& value);
+                                              const std::string& name, const std::string& value,
+                                              bool may_defer = false);
+  bool is_quiet(const std::string& name);
+  void record_listeners(const std::string& name, bool heard);
   void check_not_cluster();
   std::shared_ptr<redlock_gate> gate_for(const std::string& name);
   // Sets `waited` when the gate was busy on arrival.
@@ -336,6 +350,14 @@ class redlock::impl : public core::thread_exit_listener {
   std::vector<std::shared_ptr<redlock_hold>> orphans_;  // see on_thread_exit()
   bool stopping_ = false;
   std::thread watchdog_;
+
+  // When each name's latest release was answered, if it reached no listener on any master that
+  // answered (plain_unlock.lua answers 2 when its message reached one); min() if it did. While
+  // that is recent (quiet_lasts), nobody is seen to wait, and the next release may ride with this
+  // process's next request to each master instead of costing a write, and the masters a read, of
+  // its own. Unknown names are not quiet. Bounded: cleared when it grows.
+  std::mutex quiet_mutex_;
+  std::map<std::string, clock::time_point, std::less<>> quiet_names_;
 
   // Releases in flight, so that stop() can let them reach the masters first.
   std::mutex releases_mutex_;
@@ -447,7 +469,7 @@ std::shared_ptr<quorum::fan_out> redlock::impl::send(const std::vector<std::size
                                                      const script& s,
                                                      const std::vector<std::string>& keys,
                                                      const std::vector<std::string>& args,
-                                                     net::polled_reads* polled) {
+                                                     sending how, net::polled_reads* polled) {
   const std::vector<std::string_view> key_views(keys.begin(), keys.end());
   const std::vector<std::string_view> arg_views(args.begin(), args.end());
   auto calls = std::make_shared<quorum::fan_out>(size_);
@@ -455,10 +477,16 @@ std::shared_ptr<quorum::fan_out> redlock::impl::send(const std::vector<std::size
   if (masters_.empty()) throw error(errc::client_stopped, "the redlock was destroyed");
   for (const std::size_t i : targets) {
     try {
-      if (polled != nullptr) {
-        masters_[i]->async_eval_from_caller(s, key_views, arg_views, calls->handler(i), polled);
-      } else {
-        masters_[i]->async_eval(s, key_views, arg_views, calls->handler(i));
+      switch (how) {
+        case sending::polled:
+          masters_[i]->async_eval_from_caller(s, key_views, arg_views, calls->handler(i), polled);
+          break;
+        case sending::by_io_thread:
+          masters_[i]->async_eval(s, key_views, arg_views, calls->handler(i));
+          break;
+        case sending::deferred:
+          masters_[i]->async_eval_deferred(s, key_views, arg_views, calls->handler(i));
+          break;
       }
     } catch (const error& e) {
       calls->complete(i, e.code(), reply::make_error(e.what()));
@@ -467,9 +495,25 @@ std::shared_ptr<quorum::fan_out> redlock::impl::send(const std::vector<std::size
   return calls;
 }
 
+bool redlock::impl::is_quiet(const std::string& name) {
+  std::lock_guard lock(quiet_mutex_);
+  auto it = quiet_names_.find(name);
+  return it != quiet_names_.end() && it->second != clock::time_point::min() &&
+         clock::now() - it->second < quiet_lasts;
+}
+
+void redlock::impl::record_listeners(const std::string& name, bool heard) {
+  constexpr std::size_t max_quiet_names = 1024;
+  std::lock_guard lock(quiet_mutex_);
+  if (quiet_names_.size() >= max_quiet_names && !quiet_names_.contains(name)) quiet_names_.clear();
+  quiet_names_[name] = heard ? clock::time_point::min() : clock::now();
+}
+
 std::shared_ptr<quorum::fan_out> redlock::impl::release_on(const std::vector<std::size_t>& targets,
                                                            const std::string& name,
-                                                           const std::string& value) {
+                                                           const std::string& value,
+                                                           bool may_defer) {
+  const bool deferred = may_defer && is_quiet(name);
   {
     std::lock_guard lock(releases_mutex_);
     releases_in_flight_ += 1;
@@ -478,12 +522,24 @@ std::shared_ptr<quorum::fan_out> redlock::impl::release_on(const std::vector<std
   const std::string channel = locks::plain_unlock_channel(name);
   const std::vector<std::string_view> key_views{name, channel};
   const std::vector<std::string_view> arg_views{value, "publish"};
-  // The in-flight count drops when the last master has answered (or failed).
-  auto remaining = std::make_shared<std::atomic<std::size_t>>(targets.size());
+  // The in-flight count drops when the last master has answered (or failed); then whether any
+  // master's message reached a listener is recorded.
+  struct tally {
+    std::atomic<std::size_t> remaining;
+    std::atomic<bool> answered{false};
+    std::atomic<bool> heard{false};
+  };
+  auto counts = std::make_shared<tally>();
+  counts->remaining = targets.size();
   // No owning pointer: stop() destroys the clients, which completes every callback, before the
   // impl goes.
-  auto finish_one = [this, remaining] {
-    if (remaining->fetch_sub(1) != 1) return;
+  auto finish_one = [this, counts, name](const reply& r) {
+    if (r.is_integer()) {
+      counts->answered = true;
+      if (r.integer == 2) counts->heard = true;
+    }
+    if (counts->remaining.fetch_sub(1) != 1) return;
+    if (counts->answered) record_listeners(name, counts->heard);
     {
       std::lock_guard lock(releases_mutex_);
       releases_in_flight_ -= 1;
@@ -494,17 +550,21 @@ std::shared_ptr<quorum::fan_out> redlock::impl::release_on(const std::vector<std
   for (const std::size_t i : targets) {
     auto record = calls->handler(i);
     reply_handler done = [record, finish_one](std::error_code ec, reply r) {
+      finish_one(r);
       record(ec, std::move(r));
-      finish_one();
     };
     if (masters_.empty()) {
       done(make_error_code(errc::client_stopped), reply::make_error("stopped"));
       continue;
     }
     try {
-      // The I/O thread writes it (and, right behind, this thread's next attempt, if it comes
-      // meanwhile): writing three requests itself costs the unlocking thread more.
-      masters_[i]->async_eval(unlock_script(), key_views, arg_views, done);
+      if (deferred) {
+        masters_[i]->async_eval_deferred(unlock_script(), key_views, arg_views, done);
+      } else {
+        // The I/O thread writes it (and, right behind, this thread's next attempt, if it comes
+        // meanwhile): writing three requests itself costs the unlocking thread more.
+        masters_[i]->async_eval(unlock_script(), key_views, arg_views, done);
+      }
     } catch (const error& e) {
       done(e.code(), reply::make_error(e.what()));
     }
@@ -537,7 +597,7 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   // one round trip, no hand-off to the I/O thread and back.
   net::polled_reads reads;
   auto calls = send(all_masters(), lock_script(), {name, locks::fence_key(name)},
-                    {std::to_string(lease.count()), owner, nonce, "0"}, &reads);
+                    {std::to_string(lease.count()), owner, nonce, "0"}, sending::polled, &reads);
   const std::size_t quorum = quorum_;
   const std::size_t size = size_;
   // Stop waiting once a majority granted, or once it no longer can.
@@ -597,7 +657,11 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
       if (tokens[i] < token) behind.push_back(i);
     }
     if (!behind.empty()) {
-      send(behind, fence_script(), {locks::fence_key(name)}, {std::to_string(token)});
+      // Nobody waits for it: it rides with this process's next request to those masters (the
+      // release, at the latest), ahead of it on the link, so it lands before the key is freed
+      // there; or the link's timer writes it within about a millisecond.
+      send(behind, fence_script(), {locks::fence_key(name)}, {std::to_string(token)},
+           sending::deferred);
     }
     auto hold = std::make_shared<redlock_hold>();
     hold->name = name;
@@ -894,8 +958,16 @@ std::error_code redlock::impl::release(const std::string& name, std::uint64_t ow
     ++type_counters_.released;
     type_counters_.hold_seconds.observe(clock::now() - hold->since);
   }
+  // While threads of this process wait for the name, the release goes out at once: the next one
+  // waits a courtesy (see acquire()) for other processes' waiters, who hear of the release only
+  // from its message.
+  bool local_waiters = false;
+  if (hold->gate) {
+    const std::lock_guard g(hold->gate->mutex);
+    local_waiters = hold->gate->waiting > 0;
+  }
   try {
-    release_on_all(hold->name, hold->value);
+    release_on_all(hold->name, hold->value, !local_waiters);
   } catch (...) {  // NOLINT(bugprone-empty-catch): stopped; the leases end the holds
   }
   if (hold->gate) hold->gate->release(true);
@@ -1027,7 +1099,7 @@ void redlock::impl::renew(std::vector<std::shared_ptr<redlock_hold>> due) {
   const milliseconds lease = options_.watchdog_timeout;
   std::shared_ptr<quorum::fan_out> calls;
   try {
-    calls = send(all_masters(), renew_script(), keys, args);
+    calls = send(all_masters(), renew_script(), keys, args, sending::by_io_thread);
   } catch (const error&) {
     return;  // stopped
   }

@@ -10,7 +10,9 @@
 -- KEYS[4] the line's deadlines
 -- KEYS[5] the reservation
 --
--- Returns 1 released, 0 not held with this value (expired, or someone else's).
+-- Returns 1 released, 2 released and the unlock message reached a listener (a waiting client:
+-- Redlock sends its next release at once rather than with its next request), 0 not held with
+-- this value (expired, or someone else's).
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return 0
 end
@@ -18,5 +20,7 @@ redis.call('del', KEYS[1])
 if #KEYS >= 5 then
   line_wake_head(KEYS[3], KEYS[4], KEYS[5], KEYS[2], ARGV[2], ARGV[3])
 end
-redis.call(ARGV[2], KEYS[2], '0')
+if redis.call(ARGV[2], KEYS[2], '0') > 0 then
+  return 2
+end
 return 1
