@@ -382,17 +382,19 @@ std::map<std::string, std::string> run_checked(const std::vector<std::string>& a
 result two_processes(const std::vector<std::string>& argv0, const std::vector<std::string>& argv1,
                      double seconds) {
   std::map<std::string, std::string> kv[2];
-  std::string failed;
-  std::thread second([&] {
+  std::string failed[2];
+  const auto run = [&](int i, const std::vector<std::string>& argv) {
     try {
-      kv[1] = run_checked(argv1, seconds);
+      kv[i] = run_checked(argv, seconds);
     } catch (const std::exception& e) {
-      failed = e.what();
+      failed[i] = e.what();
     }
-  });
-  kv[0] = run_checked(argv0, seconds);
-  second.join();
-  if (!failed.empty()) throw std::runtime_error(failed);
+  };
+  std::thread second([&] { run(1, argv1); });
+  run(0, argv0);
+  second.join();  // before any throw: a joinable thread's destructor would end the program
+  for (const std::string& f : failed)
+    if (!f.empty()) throw std::runtime_error(f);
   result r;
   for (auto& k : kv) {
     r.rate += std::stod(k.at("acquisitions")) / std::stod(k.at("seconds"));
@@ -584,6 +586,18 @@ int main(int argc, char** argv) {
                 rtt_ms * 1000);
     std::printf("%-34s %14.0f %14.0f %7.2fx\n", "(a) 1 thread, acquisitions/s", m("dlock a"),
                 m("node a"), ratio(m("dlock a"), m("node a")));
+    if (figures.count("node a") != 0U) {
+      // The rounds' own ratios (the sides interleaved round by round): how far one round's
+      // ratio, what a single run reports, strays from the median.
+      std::vector<double> per_round;
+      for (std::size_t i = 0; i < figures["dlock a"].size(); ++i)
+        per_round.push_back(ratio(figures["dlock a"][i], figures["node a"][i]));
+      std::sort(per_round.begin(), per_round.end());
+      std::printf("%-34s", "(a) ratio per round, sorted");
+      for (const double r : per_round)
+        std::printf(" %.2fx", r);
+      std::printf("  (median %.2fx)\n", median(per_round));
+    }
     std::printf("%-34s %14.1f %14.1f\n", "(a) servers' CPU us/acquisition", m("dlock a srv"),
                 m("node a srv"));
     std::printf("%-34s %14.1f %14.1f\n", "(a) client CPU us/acquisition", m("dlock a cli"),

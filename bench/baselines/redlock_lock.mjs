@@ -17,7 +17,7 @@ import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { createRequire } from "node:module";
 import Redis from "ioredis";
-import Redlock from "redlock";
+import Redlock, { ExecutionError } from "redlock";
 
 const { values: args } = parseArgs({
   options: {
@@ -47,6 +47,20 @@ function percentile(values, p) {
   return v[Math.min(v.length, rank) - 1];
 }
 
+// redlock.acquire() with retryCount -1, except that it gives up once stop() is true: split votes
+// over several masters can keep a worker retrying far past the run's end (a 30 s wait was seen),
+// which would hold the whole benchmark. Tries in chunks of 10 retries (about 2-3 s each).
+async function acquireUnlessStopped(redlock, key, stop) {
+  for (;;) {
+    try {
+      return await redlock.acquire([key], 30000, { retryCount: 10 });
+    } catch (e) {
+      if (!(e instanceof ExecutionError)) throw e;
+      if (stop()) return null;
+    }
+  }
+}
+
 async function runCycles(redlock, keys, seconds, hold, think, recordWaitsAsked) {
   const recordWaits = recordWaitsAsked || args["print-waits"];
   const startNs = BigInt(args["start-ns"]);
@@ -58,8 +72,9 @@ async function runCycles(redlock, keys, seconds, hold, think, recordWaitsAsked) 
   const worker = async (key) => {
     while (!stop) {
       const t0 = performance.now();
-      const lock = await redlock.acquire([key], 30000);
+      const lock = await acquireUnlessStopped(redlock, key, () => stop);
       if (recordWaits) waits.push(performance.now() - t0);
+      if (lock === null) break;  // the run ended while it waited: that wait, no acquisition
       if (hold > 0) await sleep(hold);
       await lock.release();
       ++total;
