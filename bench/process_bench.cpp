@@ -982,6 +982,7 @@ int run_parent(const bench_options& o) {
   for (const auto& [name, script] : scripts)
     sides.push_back(name);
   std::map<std::string, double> a_lock_p50_us;  // by side
+  double naive_a_per_second = 0;                // the naive lock's (a), for the script floor
   std::vector<std::string> against_rpp;         // one line per scenario
   for (const scenario& s : scenarios) {
     std::map<std::string, std::vector<load_result>> runs;
@@ -1000,6 +1001,7 @@ int run_parent(const bench_options& o) {
       const load_result r = median_of(runs[side]);
       print_load(s.name.c_str(), side, r, side == "naive" ? 0 : naive.per_second, o.seconds);
       if (s.name == "a") a_lock_p50_us[side] = percentile(r.waits_us, 50);
+      if (s.name == "a" && side == "naive") naive_a_per_second = r.per_second;
     }
     if (have_redis_plus_plus) {
       const load_result mine = median_of(runs["dlock"]);
@@ -1038,6 +1040,15 @@ int run_parent(const bench_options& o) {
         pinned ? "client and server on different vCPUs" : "unpinned", us.at("lock_us"),
         us.at("lock_us") / rtt_us, us.at("lock_after_release_us"),
         us.at("lock_after_release_us") / rtt_us);
+    if (naive_a_per_second > 0) {
+      // With the release in the lock's write, that round trip is a whole (a) cycle: the most
+      // cycles per second any client running dlock::mutex's scripts reaches here.
+      const double floor_per_second = 1e6 / us.at("lock_after_release_us");
+      std::printf(
+          "(a) floor: one such round trip per cycle = %.0f cycles/s = %.2fx the naive lock's "
+          "(a) (target for dlock >= 1.5x)\n",
+          floor_per_second, floor_per_second / naive_a_per_second);
+    }
   }
   std::vector<std::string> handoff_sides = sides;
   handoff_sides.emplace_back("floor");
