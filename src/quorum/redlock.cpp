@@ -971,7 +971,11 @@ std::error_code redlock::impl::release(const std::string& name, std::uint64_t ow
   } catch (...) {  // NOLINT(bugprone-empty-catch): stopped; the leases end the holds
   }
   if (hold->gate) hold->gate->release(true);
-  return was_lost ? make_error_code(errc::lock_lost) : std::error_code{};
+  if (!was_lost) return {};
+  // report_loss() requests the stop after leaving the mutex, maybe not yet: a holder told
+  // lock_lost must find its stop_token stopped (a second request does nothing).
+  hold->lost_source.request_stop();
+  return make_error_code(errc::lock_lost);
 }
 
 void redlock::impl::on_thread_exit(std::uint64_t thread_key) noexcept {

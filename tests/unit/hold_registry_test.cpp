@@ -472,8 +472,16 @@ TEST_F(HoldRegistry, ReleasingALostHoldReportsLockLostButStillSendsAFullRelease)
   take(key("a"), reentered(2), at(100));
   registry.lose_all(lock_loss_reason::client_stopped, lost);
   std::error_code result;
-  const auto request = registry.release(key("a"), result);
+  std::shared_ptr<std::stop_source> lost_stop;
+  const std::stop_token token = registry.stop_token(key("a"));
+  const auto request = registry.release(key("a"), result, &lost_stop);
   EXPECT_EQ(result, errc::lock_lost);
+  // The hold's own stop_source, for the releasing thread to request if the thread that marked
+  // it lost has not yet.
+  ASSERT_NE(lost_stop, nullptr);
+  EXPECT_FALSE(token.stop_requested());  // lose_all leaves the requests to its caller
+  lost_stop->request_stop();
+  EXPECT_TRUE(token.stop_requested());
   ASSERT_TRUE(request.has_value());   // frees the lock sooner if the field is still there
   EXPECT_EQ(request->remaining, 0u);  // forgotten whole, not one hold at a time
   EXPECT_EQ(request->token, 17u);

@@ -133,8 +133,8 @@ std::optional<clock::time_point> hold_registry::record_attempt(
   return std::nullopt;
 }
 
-std::optional<release_request> hold_registry::release(const hold_key& key,
-                                                      std::error_code& result) {
+std::optional<release_request> hold_registry::release(
+    const hold_key& key, std::error_code& result, std::shared_ptr<std::stop_source>* lost_stop) {
   const auto it = holds_.find(key);
   if (it == holds_.end() || it->second.count == 0) {
     result = make_error_code(errc::not_owner);
@@ -142,6 +142,7 @@ std::optional<release_request> hold_registry::release(const hold_key& key,
   }
   hold& h = it->second;
   result = h.lost ? make_error_code(errc::lock_lost) : std::error_code{};
+  if (h.lost && lost_stop != nullptr) *lost_stop = h.stop;
   // The script sets the count we keep, so a lost hold is forgotten with all its counts.
   h.count = h.lost ? 0 : h.count - 1;
   // Every try checks the hold's token (see reentrant_unlock.lua): it travels with the request.

@@ -87,8 +87,12 @@ class hold_registry {
   // Gives up one hold of `key`. Returns the release to send (nullopt and errc::not_owner when
   // `key` holds nothing); `result` becomes errc::lock_lost for a hold lost before (it is
   // forgotten whole). The request is sent even then: the script changes nothing unless the
-  // owner's field is still there, and otherwise frees the lock sooner.
-  std::optional<release_request> release(const hold_key& key, std::error_code& result);
+  // owner's field is still there, and otherwise frees the lock sooner. For a lost hold,
+  // `lost_stop` (if given) gets its stop_source: whoever marked it lost requests it after
+  // leaving the registry's mutex, so the caller requests it too before it answers lock_lost
+  // (a holder told lock_lost must find its stop_token stopped).
+  std::optional<release_request> release(const hold_key& key, std::error_code& result,
+                                         std::shared_ptr<std::stop_source>* lost_stop = nullptr);
 
   // A release for an owner whose attempt may have taken the lock without the client learning
   // of it; nullopt when the client knows a hold of `key` (its owner releases it).

@@ -426,10 +426,17 @@ std::error_code lock_engine::release(const lock_ref& lock, std::uint64_t owner) 
   try {
     const release_queue::timing when = release_timing(lock);
     std::error_code result;
-    std::lock_guard guard(holds_.mutex);
-    auto request = holds_.registry.release({lock, owner}, result);
-    // Queued under the holds' mutex: a renewal batch for this lock is on the wire first.
-    if (request) releases_->send(*lock.protocol, std::move(*request), when);
+    std::shared_ptr<std::stop_source> lost_stop;
+    {
+      std::lock_guard guard(holds_.mutex);
+      auto request = holds_.registry.release({lock, owner}, result, &lost_stop);
+      // Queued under the holds' mutex: a renewal batch for this lock is on the wire first.
+      if (request) releases_->send(*lock.protocol, std::move(*request), when);
+    }
+    // The thread that marked the hold lost (the watchdog's, or another caller's expiry check)
+    // may not have requested the stop yet: done here too (once in all), outside the mutex, as
+    // the holder's callbacks may ask about their holds.
+    if (lost_stop) lost_stop->request_stop();
     return result;
   } catch (const error& e) {
     return e.code();
