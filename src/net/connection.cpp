@@ -48,6 +48,13 @@ constexpr auto peek_after_quiet = std::chrono::milliseconds(10);
 // 500 us: the timer expired under the loop, waking the I/O thread up to 0.9 times per cycle).
 constexpr auto flush_soon_delay = read_soon_delay;
 
+// Deferring pays only when a request follows soon. Once the flush timer had to write a deferred
+// request (nothing followed within flush_soon_delay: a holder that locks now and then, whose
+// waiters are in other processes), later ones go out at once until a request follows one of
+// them within this window (a loop again). The window bounds what a deferral then costs an unseen
+// waiter elsewhere, when the guess is right.
+constexpr auto follows_soon_window = std::chrono::microseconds(200);
+
 // Arms `timer` (a timerfd) to expire once after `delay`; false if it cannot.
 bool arm_once(int timer, std::chrono::microseconds delay) {
   itimerspec soon{};
@@ -305,9 +312,17 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
   }
   {
     std::lock_guard lock(mutex_);
+    if (!deferring_pays_) {
+      // A request right behind a release that went out at once: deferring would have paid.
+      const auto now = clock::now();
+      if (c != caller::defers && now - undeferred_at_ <= follows_soon_window) {
+        deferring_pays_ = true;
+      }
+      if (c == caller::defers) undeferred_at_ = now;
+    }
     if (state_ == state::stopped) {
       refused = std::move(done);
-    } else if (c == caller::defers && may_defer_locked(where)) {
+    } else if (c == caller::defers && deferring_pays_ && may_defer_locked(where)) {
       queue_.push(args, std::move(done), deadline, true);
       deferred_ = true;
       flush_soon = true;
@@ -661,6 +676,7 @@ void connection::flush_deferred() {
     std::lock_guard lock(mutex_);
     if (!deferred_ || state_ != state::ready || write_scheduled_ || caller_writing_) return;
     deferred_ = false;
+    deferring_pays_ = false;  // nothing carried it: see follows_soon_window
     write_scheduled_ = true;
   }
   write();

@@ -288,6 +288,11 @@ class connection : public std::enable_shared_from_this<connection> {
   // the next caller that takes the link writes them with its own, and the read-soon timer, armed
   // for flush_soon_delay, has the I/O thread write them otherwise (flush_deferred).
   bool deferred_ = false;
+  // Whether a deferred request was last carried by a following request (true) or written by the
+  // flush timer (false: requests that may be deferred go out at once, see follows_soon_window);
+  // undeferred_at_: when the last of those went out.
+  bool deferring_pays_ = true;
+  clock::time_point undeferred_at_{};
   clock::time_point caller_read_at_{};  // when a caller last read replies (see peek_after_quiet)
   // Whether a request may wait unwritten now (under mutex_).
   bool may_defer_locked(placement where) const;
