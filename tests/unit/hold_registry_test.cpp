@@ -470,7 +470,10 @@ TEST_F(HoldRegistry, ReleasingWithoutAHoldIsNotOwnerAndSendsNothing) {
 TEST_F(HoldRegistry, ReleasingALostHoldReportsLockLostButStillSendsAFullRelease) {
   take(key("a"), acquired(17, 1), at(0));
   take(key("a"), reentered(2), at(100));
+  EXPECT_EQ(registry.stop_if_lost(key("a")), nullptr);  // held
   registry.lose_all(lock_loss_reason::client_stopped, lost);
+  const std::shared_ptr<std::stop_source> lost_before_release = registry.stop_if_lost(key("a"));
+  EXPECT_NE(lost_before_release, nullptr);
   std::error_code result;
   std::shared_ptr<std::stop_source> lost_stop;
   const std::stop_token token = registry.stop_token(key("a"));
@@ -479,6 +482,7 @@ TEST_F(HoldRegistry, ReleasingALostHoldReportsLockLostButStillSendsAFullRelease)
   // The hold's own stop_source, for the releasing thread to request if the thread that marked
   // it lost has not yet.
   ASSERT_NE(lost_stop, nullptr);
+  EXPECT_EQ(lost_stop, lost_before_release);
   EXPECT_FALSE(token.stop_requested());  // lose_all leaves the requests to its caller
   lost_stop->request_stop();
   EXPECT_TRUE(token.stop_requested());

@@ -258,4 +258,9 @@ std::stop_token hold_registry::stop_token(const hold_key& key) const noexcept {
   return it == holds_.end() ? std::stop_token{} : it->second.stop->get_token();
 }
 
+std::shared_ptr<std::stop_source> hold_registry::stop_if_lost(const hold_key& key) const noexcept {
+  const auto it = holds_.find(key);
+  return it == holds_.end() || !it->second.lost ? nullptr : it->second.stop;
+}
+
 }  // namespace dlock::locks

@@ -129,6 +129,8 @@ class hold_registry {
   std::uint64_t count(const hold_key& key) const noexcept;
   std::uint64_t token(const hold_key& key) const noexcept;
   std::stop_token stop_token(const hold_key& key) const noexcept;
+  // The stop_source of `key`'s hold if it is lost (null otherwise): see release().
+  std::shared_ptr<std::stop_source> stop_if_lost(const hold_key& key) const noexcept;
   std::size_t size() const noexcept { return holds_.size(); }
 
  private:

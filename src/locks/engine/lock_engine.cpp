@@ -585,8 +585,16 @@ void lock_engine::expire_due_holds() noexcept {
 std::uint64_t lock_engine::hold_count(const lock_ref& lock, std::uint64_t owner) noexcept {
   if (io_.forked()) return 0;  // a child holds none of its parent's locks
   expire_due_holds();
-  std::lock_guard guard(holds_.mutex);
-  return holds_.registry.count({lock, owner});
+  std::uint64_t count = 0;
+  std::shared_ptr<std::stop_source> lost_stop;
+  {
+    std::lock_guard guard(holds_.mutex);
+    count = holds_.registry.count({lock, owner});
+    if (count == 0) lost_stop = holds_.registry.stop_if_lost({lock, owner});
+  }
+  // As release(): a holder told "not held" of a lost hold finds its stop_token stopped.
+  if (lost_stop) lost_stop->request_stop();
+  return count;
 }
 
 std::uint64_t lock_engine::fencing_token(const lock_ref& lock, std::uint64_t owner) const noexcept {
@@ -598,8 +606,15 @@ std::uint64_t lock_engine::fencing_token(const lock_ref& lock, std::uint64_t own
 std::stop_token lock_engine::stop_token(const lock_ref& lock, std::uint64_t owner) noexcept {
   if (io_.forked()) return {};  // a child holds none of its parent's locks
   expire_due_holds();
-  std::lock_guard guard(holds_.mutex);
-  return holds_.registry.stop_token({lock, owner});
+  std::stop_token token;
+  std::shared_ptr<std::stop_source> lost_stop;
+  {
+    std::lock_guard guard(holds_.mutex);
+    token = holds_.registry.stop_token({lock, owner});
+    lost_stop = holds_.registry.stop_if_lost({lock, owner});
+  }
+  if (lost_stop) lost_stop->request_stop();  // as release()
+  return token;
 }
 
 void lock_engine::on_thread_exit(std::uint64_t thread_key) noexcept {
