@@ -934,24 +934,43 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
 
 redlock::impl::hold_view redlock::impl::find(const std::string& name,
                                              std::uint64_t owner_key) const noexcept {
-  std::lock_guard lock(holds_mutex_);
-  auto it = holds_.find({name, owner_key});
-  if (it == holds_.end()) return {};
-  const redlock_hold& h = *it->second;
-  return {true, h.lost, h.token, h.lost_source.get_token(), h.valid_until};
+  hold_view view;
+  std::stop_source lost_source = std::stop_source(std::nostopstate);
+  {
+    std::lock_guard lock(holds_mutex_);
+    auto it = holds_.find({name, owner_key});
+    if (it == holds_.end()) return {};
+    const redlock_hold& h = *it->second;
+    view = {true, h.lost, h.token, h.lost_source.get_token(), h.valid_until};
+    if (h.lost) lost_source = h.lost_source;  // the same stop state
+  }
+  // report_loss() requests the stop after leaving the mutex, maybe not yet: an answer that the
+  // hold is lost comes after its stop_token stopped (a second request does nothing).
+  if (lost_source.stop_possible()) lost_source.request_stop();
+  return view;
 }
 
 std::error_code redlock::impl::release(const std::string& name, std::uint64_t owner_key) noexcept {
   std::shared_ptr<redlock_hold> hold;
   bool was_lost = false;
+  bool ran_out = false;
   {
     std::lock_guard lock(holds_mutex_);
     auto it = holds_.find({name, owner_key});
     if (it == holds_.end()) return make_error_code(errc::not_owner);
     hold = it->second;
     was_lost = hold->lost;
+    ran_out = !was_lost && clock::now() >= hold->valid_until;
     hold->released = true;
     holds_.erase(it);
+  }
+  if (ran_out) {
+    // The validity ended and the watchdog has not run since (this process was stopped, say):
+    // the hold is lost, and its holder hears it now, not "released".
+    report_loss(hold,
+                hold->watchdog ? lock_loss_reason::unconfirmed : lock_loss_reason::lease_expired,
+                /*even_if_released=*/true);
+    was_lost = true;
   }
   if (!was_lost) {
     ++counters_.released;
