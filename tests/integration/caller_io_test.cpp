@@ -646,7 +646,7 @@ std::int64_t server_time_us(const reply& time) {
   return std::stoll(time.elements[0].str) * 1'000'000 + std::stoll(time.elements[1].str);
 }
 
-TEST(CallerIo, OnceTheFlushTimerWroteADeferredRequestTheNextGoOutAtOnceUntilARequestFollows) {
+TEST(CallerIo, OnceTheFlushTimerWroteTwoDeferredRequestsTheNextGoOutAtOnceUntilARequestFollows) {
   // A deferred request waits for the 1 ms flush timer when nothing follows it: it reaches the
   // server at least this long after it was sent.
   constexpr std::int64_t flush_delay_us = 1000;
@@ -667,10 +667,12 @@ TEST(CallerIo, OnceTheFlushTimerWroteADeferredRequestTheNextGoOutAtOnceUntilAReq
         caller::defers);
     return server_time_us(result.get()) - before;
   };
-  // The first of a holder that locks now and then: nothing follows, the flush timer writes it.
-  const std::int64_t first = deferred_time_after(server_time_us(admin.command({"TIME"})));
-  EXPECT_GE(first, flush_delay_us);
-  // The next ones go out at once (nothing followed the last within 200 us either).
+  // The first two of a holder that locks now and then: nothing follows, the flush timer writes
+  // them (two in a row, so that a loop keeps deferring through one late cycle).
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_GE(deferred_time_after(server_time_us(admin.command({"TIME"}))), flush_delay_us) << i;
+  }
+  // The next ones go out at once (nothing followed the last within the flush delay either).
   std::vector<std::int64_t> later;
   for (int i = 0; i < sporadic; ++i)
     later.push_back(deferred_time_after(server_time_us(admin.command({"TIME"}))));
