@@ -48,13 +48,6 @@ constexpr auto peek_after_quiet = std::chrono::milliseconds(10);
 // 500 us: the timer expired under the loop, waking the I/O thread up to 0.9 times per cycle).
 constexpr auto flush_soon_delay = read_soon_delay;
 
-// Deferring pays only when a request follows within flush_soon_delay. Once the flush timer had
-// to write this many deferred requests in a row (a holder that locks now and then, whose waiters
-// are in other processes), later ones go out at once until a request follows one of them within
-// flush_soon_delay (a loop again). Two, not one: a loop on a loaded machine meets a single late
-// cycle now and then, and must not lose its deferral for it.
-constexpr int unfollowed_flushes_limit = 2;
-
 // Arms `timer` (a timerfd) to expire once after `delay`; false if it cannot.
 bool arm_once(int timer, std::chrono::microseconds delay) {
   itimerspec soon{};
@@ -312,16 +305,9 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
   }
   {
     std::lock_guard lock(mutex_);
-    if (unfollowed_flushes_ >= unfollowed_flushes_limit) {
-      // A request right behind one that went out at once: deferring would have paid.
-      const auto now = clock::now();
-      if (c != caller::defers && now - undeferred_at_ <= flush_soon_delay) unfollowed_flushes_ = 0;
-      if (c == caller::defers) undeferred_at_ = now;
-    }
     if (state_ == state::stopped) {
       refused = std::move(done);
-    } else if (c == caller::defers && unfollowed_flushes_ < unfollowed_flushes_limit &&
-               may_defer_locked(where)) {
+    } else if (c == caller::defers && may_defer_locked(where)) {
       queue_.push(args, std::move(done), deadline, true);
       deferred_ = true;
       flush_soon = true;
@@ -336,7 +322,6 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
       queue_.take_unwritten(turn.bytes);  // deferred requests first, then this one
       // The flush timer stays armed: disarming it costs every cycle of a loop a system call,
       // and the next deferral moves it on anyway; it fires for nothing only after a pause.
-      if (deferred_) unfollowed_flushes_ = 0;  // carried: deferring paid
       deferred_ = false;
       if (turn.reads) turn.replies_ahead = queue_.written() - 1;
       took_turn = true;
@@ -676,8 +661,6 @@ void connection::flush_deferred() {
     std::lock_guard lock(mutex_);
     if (!deferred_ || state_ != state::ready || write_scheduled_ || caller_writing_) return;
     deferred_ = false;
-    if (unfollowed_flushes_ < unfollowed_flushes_limit)
-      ++unfollowed_flushes_;  // nothing carried it
     write_scheduled_ = true;
   }
   write();
@@ -1174,7 +1157,6 @@ void connection::write() {
       if (io_parked_) leave_reactor_if_idle();  // parked while this write was under way
     } else {
       queue_.take_unwritten(write_buffer_);
-      if (deferred_) unfollowed_flushes_ = 0;  // carried by another request: deferring paid
       deferred_ = false;
       rearm_read = std::exchange(io_parked_, false);  // these replies are ours to read
     }

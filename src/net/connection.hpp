@@ -288,11 +288,6 @@ class connection : public std::enable_shared_from_this<connection> {
   // the next caller that takes the link writes them with its own, and the read-soon timer, armed
   // for flush_soon_delay, has the I/O thread write them otherwise (flush_deferred).
   bool deferred_ = false;
-  // How many deferred requests in a row the flush timer had to write (nothing carried them); at
-  // unfollowed_flushes_limit, requests that may be deferred go out at once, undeferred_at_ the
-  // time of the last, until a request follows one within the flush delay.
-  int unfollowed_flushes_ = 0;
-  clock::time_point undeferred_at_{};
   clock::time_point caller_read_at_{};  // when a caller last read replies (see peek_after_quiet)
   // Whether a request may wait unwritten now (under mutex_).
   bool may_defer_locked(placement where) const;

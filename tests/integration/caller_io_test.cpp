@@ -6,7 +6,6 @@
 // and nothing else.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
@@ -638,58 +637,6 @@ TEST(CallerIo, AnUnlockNobodyWaitsForGoesOutWithTheNextLock) {
   std::cout << "mutex: " << reads << " server reads for " << cycles << " lock-unlock cycles\n";
   // The last release went out without a next lock().
   EXPECT_TRUE(test::eventually([&] { return admin.command({"EXISTS", m.name()}).integer == 0; }));
-}
-
-// The server's clock (TIME) in microseconds.
-std::int64_t server_time_us(const reply& time) {
-  if (!time.is_array() || time.elements.size() != 2) return -1;
-  return std::stoll(time.elements[0].str) * 1'000'000 + std::stoll(time.elements[1].str);
-}
-
-TEST(CallerIo, OnceTheFlushTimerWroteTwoDeferredRequestsTheNextGoOutAtOnceUntilARequestFollows) {
-  // A deferred request waits for the 1 ms flush timer when nothing follows it: it reaches the
-  // server at least this long after it was sent.
-  constexpr std::int64_t flush_delay_us = 1000;
-  constexpr int sporadic = 9;
-  constexpr int cycles = 50;
-  redis_server server;
-  client admin{server.url()};
-  link_under_test t(server.url());
-  bring_up(t);
-  // Sends TIME as a deferred request (as a release nobody is seen to wait for) and returns how
-  // long after the server's clock read `before` the server ran it.
-  const auto deferred_time_after = [&](std::int64_t before) {
-    std::promise<reply> done;
-    auto result = done.get_future();
-    const std::vector<std::string_view> time{"TIME"};
-    t.link().send(
-        time, [&done](std::error_code, reply r) { done.set_value(std::move(r)); }, 5s, false,
-        caller::defers);
-    return server_time_us(result.get()) - before;
-  };
-  // The first two of a holder that locks now and then: nothing follows, the flush timer writes
-  // them (two in a row, so that a loop keeps deferring through one late cycle).
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_GE(deferred_time_after(server_time_us(admin.command({"TIME"}))), flush_delay_us) << i;
-  }
-  // The next ones go out at once (nothing followed the last within the flush delay either).
-  std::vector<std::int64_t> later;
-  for (int i = 0; i < sporadic; ++i)
-    later.push_back(deferred_time_after(server_time_us(admin.command({"TIME"}))));
-  std::sort(later.begin(), later.end());
-  EXPECT_LT(later[later.size() / 2], flush_delay_us)
-      << "median of " << sporadic << " (" << later.front() << " to " << later.back() << " us)";
-  // A loop again: a request right behind one that went out at once makes deferring pay, and
-  // the deferred requests ride with the next ones (see
-  // ADeferredRequestGoesOutInTheNextCallersWrite).
-  const std::int64_t before = reads_processed(admin);
-  for (int i = 0; i < cycles; ++i) {
-    const std::vector<std::string_view> set{"SET", "deferred", "v"};
-    t.link().send(
-        set, [](std::error_code, const reply&) {}, 5s, false, caller::defers);
-    ASSERT_EQ(t.call({"ECHO", "next"}, caller::waits).first.str, "next");
-  }
-  EXPECT_LT(reads_processed(admin) - before, reads_bound(cycles));
 }
 
 TEST(CallerIo, AClientDestroyedRightAfterAnUnlockLeavesTheLockFree) {
