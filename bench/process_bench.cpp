@@ -36,9 +36,10 @@
 // lock() latency; the floor under it is printed beside it: dlock::mutex's own lock script on
 // hiredis, one waited round trip, from a child pinned as the RTT's. Client commands ("cmds/acq")
 // come from INFO commandstats between the moment every process starts its clock (CONFIG
-// RESETSTAT then) and the end, minus the commands the lock scripts run inside Redis; what the
-// processes sent before, connecting and warming up, is "setup/proc" (a dlock client's handshake
-// loads every script: about 35 SCRIPT LOADs); --print-commands lists both by command name. "srv
+// RESETSTAT then) and the end, minus the commands the lock scripts run inside Redis and the
+// connections' own (subscriptions, handshakes: "conn/proc", per process); what the processes
+// sent before, connecting and warming up, is "setup/proc" (a dlock client's handshake loads
+// every script: about 35 SCRIPT LOADs); --print-commands lists both by command name. "srv
 // us/acq" is the private server's CPU time over the same window
 // (/proc/<pid>/stat, user + system) per acquisition: one server thread does all of
 // Redis' work, so 1e6 / that is the most acquisitions per second the server could serve. "cli
@@ -128,6 +129,13 @@ constexpr std::string_view script_inner_commands[] = {
     "time",   "get",     "publish", "del",  "spublish", "zadd", "zrem",    "zrange"};
 // SET is sent by the naive client, and run inside dlock's scripts (the fencing counter).
 constexpr std::string_view harness_commands[] = {"info", "config", "flushall"};
+// A connection's own commands (its handshake, its subscriptions): a process sends them once per
+// connection or wait channel, not per acquisition. Those sent during the run (a process's first
+// wait subscribes; idle channels are dropped and clients stop at its end) are "conn/proc".
+constexpr std::string_view connection_commands[] = {
+    "subscribe",    "unsubscribe", "ssubscribe", "sunsubscribe", "psubscribe",
+    "punsubscribe", "client",      "hello",      "auth",         "select",
+    "cluster",      "script",      "readonly",   "command"};
 
 struct bench_options {
   std::string redis_url;  // empty: start a private redis-server
@@ -627,6 +635,7 @@ struct load_result {
   std::vector<std::uint64_t> per_process;
   std::vector<double> waits_us;
   double client_commands_per_acquisition = 0;  // from the start of the clocks to the end
+  double connection_commands_per_process = 0;  // of those, the connections' own (not counted above)
   double setup_commands_per_process = 0;       // before that: connections, warm-up cycles
   double server_cpu_s = -1;  // the server's CPU time (user + system) over the run; -1: unknown
   double clients_cpu_s = 0;  // the client processes' CPU time (user + system)
@@ -646,7 +655,12 @@ std::map<std::string, std::uint64_t> command_calls(dlock::client& admin) {
   return calls;
 }
 
-std::uint64_t client_commands(const std::map<std::string, std::uint64_t>& calls, bool inner_set) {
+// Which client commands `calls` holds: all of them (the setup), or only the acquisitions' (the
+// connections' own left out) or only the connections' own.
+enum class command_set { all, acquisitions, connections };
+
+std::uint64_t client_commands(const std::map<std::string, std::uint64_t>& calls, bool inner_set,
+                              command_set which = command_set::all) {
   std::uint64_t total = 0;
   for (const auto& [name, n] : calls) {
     // Redis 7 names subcommands "config|resetstat": the command is what precedes the bar.
@@ -656,6 +670,10 @@ std::uint64_t client_commands(const std::map<std::string, std::uint64_t>& calls,
     if (std::any_of(std::begin(script_inner_commands), std::end(script_inner_commands), is))
       continue;
     if (name == "set" && inner_set) continue;
+    const bool connection =
+        std::any_of(std::begin(connection_commands), std::end(connection_commands), is);
+    if (which == command_set::acquisitions && connection) continue;
+    if (which == command_set::connections && !connection) continue;
     total += n;
   }
   return total;
@@ -777,7 +795,10 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
   if (cpu_before >= 0 && cpu_after >= 0) r.server_cpu_s = cpu_after - cpu_before;
   r.clients_cpu_s = children_cpu_seconds() - children_before;
   const std::map<std::string, std::uint64_t> calls = command_calls(admin);
-  const std::uint64_t commands = client_commands(calls, inner_set);
+  const std::uint64_t commands = client_commands(calls, inner_set, command_set::acquisitions);
+  r.connection_commands_per_process =
+      static_cast<double>(client_commands(calls, inner_set, command_set::connections)) /
+      static_cast<double>(processes);
   if (o.print_commands) {
     const auto print = [&](const char* what, const std::map<std::string, std::uint64_t>& by_name,
                            double per) {
@@ -885,13 +906,14 @@ void print_load(const char* scenario, const std::string& side, const load_result
   if (acquisitions > 0)
     std::snprintf(clients_us, sizeof clients_us, "%.1f", 1e6 * r.clients_cpu_s / acquisitions);
   std::printf(
-      "  %-6s %-12s %10.0f  %7s  %8llu %8llu %6.2f  %8.3f %8.3f %8.2f  %6.2f  %10s %10s %8.1f\n",
+      "  %-6s %-12s %10.0f  %7s  %8llu %8llu %6.2f  %8.3f %8.3f %8.2f  %6.2f %9.1f %10s %10s "
+      "%8.1f\n",
       scenario, side.c_str(), r.per_second, ratio.c_str(), static_cast<unsigned long long>(*lo),
       static_cast<unsigned long long>(*hi),
       *lo > 0 ? static_cast<double>(*hi) / static_cast<double>(*lo) : 0,
       percentile(r.waits_us, 50) / 1000, percentile(r.waits_us, 99) / 1000,
-      percentile(r.waits_us, 100) / 1000, r.client_commands_per_acquisition, server_us, clients_us,
-      r.setup_commands_per_process);
+      percentile(r.waits_us, 100) / 1000, r.client_commands_per_acquisition,
+      r.connection_commands_per_process, server_us, clients_us, r.setup_commands_per_process);
 }
 
 int run_parent(const bench_options& o) {
@@ -959,7 +981,7 @@ int run_parent(const bench_options& o) {
   std::printf(
       "  scen   side            acq/s   vs naive  min/proc max/proc max/min   p50 ms   p99 ms   "
       "max ms  "
-      "cmds/acq  srv us/acq cli us/acq setup/proc\n");
+      "cmds/acq conn/proc srv us/acq cli us/acq setup/proc\n");
 
   struct scenario {
     std::string name;

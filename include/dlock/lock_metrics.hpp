@@ -20,6 +20,9 @@ struct lock_metrics {
   std::uint64_t leases_renewed = 0;   // leases the watchdog confirmed renewed
   std::uint64_t release_retries = 0;  // releases sent again after a lost connection or timeout
   std::uint64_t unconfirmed = 0;      // first holds undone: fewer than min_replicas acknowledged
+  // Releases held back to ride with the next request on their connection (or written by a timer
+  // within about a millisecond): nobody was seen to wait for the lock.
+  std::uint64_t releases_deferred = 0;
 };
 
 }  // namespace dlock

@@ -41,6 +41,7 @@
 #include "dlock/error.hpp"
 #include "dlock/script.hpp"
 #include "locks/engine/lock_counters.hpp"
+#include "locks/engine/quiet_names.hpp"
 #include "locks/names.hpp"
 #include "locks/types/wait_line.hpp"
 #include "net/connection.hpp"
@@ -77,12 +78,6 @@ constexpr std::string_view lock_kind = "redlock";
 // majority"), at most once per interval per redlock: one split vote under contention is normal.
 constexpr std::size_t no_majority_log_after = 3;
 constexpr auto no_majority_log_interval = std::chrono::seconds(10);
-
-// How long a release that reached no listener says that nobody waits for its name: long against
-// a lock-unlock loop's cycle (a few hundred microseconds), short against a waiter's patience, since
-// one that began to wait after that release hears the next one up to a millisecond late (the
-// deferral's timer). A handoff every few milliseconds to a new waiter is never deferred.
-constexpr auto quiet_lasts = std::chrono::milliseconds(2);
 
 // The most holds one renewal script carries (a long script blocks its master meanwhile).
 constexpr std::size_t max_renewal_batch = 1000;
@@ -293,13 +288,11 @@ class redlock::impl : public core::thread_exit_listener {
   }
   // Releases `value` on the masters `targets` (indexes, not empty), in parallel, without waiting;
   // the fan-out's answers of the other masters stay empty. With `may_defer`, and if the name's
-  // latest release reached no listener (quiet_names_), each request may wait for this process's
+  // latest release reached no listener (quiet_), each request may wait for this process's
   // next request on its link (net::connection::caller::defers).
   std::shared_ptr<quorum::fan_out> release_on(const std::vector<std::size_t>& targets,
                                               const std::string& name, const std::string& value,
                                               bool may_defer = false);
-  bool is_quiet(const std::string& name);
-  void record_listeners(const std::string& name, bool heard);
   void check_not_cluster();
   std::shared_ptr<redlock_gate> gate_for(const std::string& name);
   // Sets `waited` when the gate was busy on arrival.
@@ -351,13 +344,10 @@ class redlock::impl : public core::thread_exit_listener {
   bool stopping_ = false;
   std::thread watchdog_;
 
-  // When each name's latest release was answered, if it reached no listener on any master that
-  // answered (plain_unlock.lua answers 2 when its message reached one); min() if it did. While
-  // that is recent (quiet_lasts), nobody is seen to wait, and the next release may ride with this
-  // process's next request to each master instead of costing a write, and the masters a read, of
-  // its own. Unknown names are not quiet. Bounded: cleared when it grows.
-  std::mutex quiet_mutex_;
-  std::map<std::string, clock::time_point, std::less<>> quiet_names_;
+  // Names whose latest release reached no listener on any master that answered (plain_unlock.lua
+  // answers 2 when its message reached one): their next release may ride with this process's
+  // next request to each master instead of costing a write, and the masters a read, of its own.
+  locks::quiet_names quiet_{locks::quiet_release_lasts};
 
   // Releases in flight, so that stop() can let them reach the masters first.
   std::mutex releases_mutex_;
@@ -495,25 +485,12 @@ std::shared_ptr<quorum::fan_out> redlock::impl::send(const std::vector<std::size
   return calls;
 }
 
-bool redlock::impl::is_quiet(const std::string& name) {
-  std::lock_guard lock(quiet_mutex_);
-  auto it = quiet_names_.find(name);
-  return it != quiet_names_.end() && it->second != clock::time_point::min() &&
-         clock::now() - it->second < quiet_lasts;
-}
-
-void redlock::impl::record_listeners(const std::string& name, bool heard) {
-  constexpr std::size_t max_quiet_names = 1024;
-  std::lock_guard lock(quiet_mutex_);
-  if (quiet_names_.size() >= max_quiet_names && !quiet_names_.contains(name)) quiet_names_.clear();
-  quiet_names_[name] = heard ? clock::time_point::min() : clock::now();
-}
-
 std::shared_ptr<quorum::fan_out> redlock::impl::release_on(const std::vector<std::size_t>& targets,
                                                            const std::string& name,
                                                            const std::string& value,
                                                            bool may_defer) {
-  const bool deferred = may_defer && is_quiet(name);
+  const bool deferred = may_defer && quiet_.is_quiet(name, clock::now());
+  if (deferred) ++counters_.releases_deferred;
   {
     std::lock_guard lock(releases_mutex_);
     releases_in_flight_ += 1;
@@ -539,7 +516,7 @@ std::shared_ptr<quorum::fan_out> redlock::impl::release_on(const std::vector<std
       if (r.integer == 2) counts->heard = true;
     }
     if (counts->remaining.fetch_sub(1) != 1) return;
-    if (counts->answered) record_listeners(name, counts->heard);
+    if (counts->answered) quiet_.record(name, counts->heard, clock::now());
     {
       std::lock_guard lock(releases_mutex_);
       releases_in_flight_ -= 1;

@@ -639,6 +639,61 @@ TEST(CallerIo, AnUnlockNobodyWaitsForGoesOutWithTheNextLock) {
   EXPECT_TRUE(test::eventually([&] { return admin.command({"EXISTS", m.name()}).integer == 0; }));
 }
 
+// A holder whose own client never waits for the lock cannot see that a client in another process
+// does; the release's reply says so (reentrant_unlock.lua answers 2 when its unlock message
+// reached a listener). Such releases go out at once: none waits for the holder's next request or
+// the flush timer, so a waiter elsewhere is not kept waiting by the deferral. Once the waiter is
+// gone, the holder's loop defers again.
+TEST(CallerIo, AReleaseThatAWaiterInAnotherClientHearsIsNotDeferred) {
+  constexpr int handoffs = 5;
+  redis_server server;
+  client admin{server.url()};
+  client holder_client{server.url()};
+  auto waiter_client = std::make_unique<client>(server.url());
+  const std::string name = unique_key("heard");
+  mutex m = holder_client.get_lock(name);
+  const auto deferred = [&] { return holder_client.lock_metrics().releases_deferred; };
+  for (int i = 0; i < 20; ++i) {  // alone: the loop's releases ride with its next lock()
+    m.lock();
+    m.unlock();
+  }
+  EXPECT_GT(deferred(), 0U);
+  const auto subscribed = [&] {
+    const std::string channel = "redisson_lock__channel:{" + name + "}";
+    const reply r = admin.command({"PUBSUB", "NUMSUB", channel});
+    return r.elements.size() == 2 && r.elements[1].integer == 1;
+  };
+  for (int i = 0; i < handoffs; ++i) {
+    m.lock();
+    std::promise<void> got;
+    std::thread waiter([&] {
+      mutex w = waiter_client->get_lock(name);
+      w.lock();
+      got.set_value();
+      w.unlock();
+    });
+    // Its attempt was refused and it listens for the unlock message.
+    ASSERT_TRUE(test::eventually([&] {
+      return waiter_client->lock_metrics().waited == static_cast<std::uint64_t>(i) + 1 &&
+             subscribed();
+    })) << "handoff "
+        << i;
+    const auto before = deferred();
+    m.unlock();
+    got.get_future().wait();
+    waiter.join();
+    EXPECT_EQ(deferred(), before) << "handoff " << i << ": the release waited for a next request";
+  }
+  waiter_client.reset();  // the waiter's client goes: nobody listens any more
+  ASSERT_TRUE(test::eventually([&] { return !subscribed(); }));
+  const auto alone_again = deferred();
+  for (int i = 0; i < 20; ++i) {
+    m.lock();
+    m.unlock();
+  }
+  EXPECT_GT(deferred(), alone_again) << "the holder's loop defers again";
+}
+
 TEST(CallerIo, AClientDestroyedRightAfterAnUnlockLeavesTheLockFree) {
   redis_server server;
   client admin{server.url()};

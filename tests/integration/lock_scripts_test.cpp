@@ -260,7 +260,7 @@ TEST_F(LockScriptsTest, UnlockReleasesOneHoldAtATimeAndTheLastWakesWaiters) {
   lock("client-a:1", 1);
   EXPECT_EQ(unlock("client-a:1", "1"), 0);
   EXPECT_EQ(c.command({"HGET", name, "client-a:1"}).str, "1");
-  EXPECT_EQ(unlock("client-a:1"), 1);
+  EXPECT_EQ(unlock("client-a:1"), 2) << "released, and a subscriber heard it";
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
   std::unique_lock l(m);
   ASSERT_TRUE(cv.wait_for(l, 5s, [&] { return !messages.empty(); }));
@@ -311,7 +311,7 @@ TEST_F(LockScriptsTest, AReleaseReservesTheLockForTheFirstClientInLineAndCallsIt
   EXPECT_EQ(lock_in_line("client-d:1", "1003", 0, /*may_wait=*/false).first, 0);  // try_lock
   EXPECT_EQ(line_members(), (std::vector<std::string>{"1001", "1002"}));
 
-  EXPECT_EQ(unlock("client-a:1"), 1);
+  EXPECT_EQ(unlock("client-a:1"), 2);  // the channel log heard it
   EXPECT_EQ(log.first(2), (std::vector<std::string>{"1001", "0"}));
   EXPECT_EQ(c.command({"GET", reserved}).str, "1001");
   EXPECT_EQ(line_members(), std::vector<std::string>{"1002"});
@@ -346,7 +346,7 @@ TEST_F(LockScriptsTest, AClientPastItsLineDeadlineIsSkipped) {
   lock_in_line("client-c:1", "1002");
   // b stopped attempting (it died): its deadline, server time in ms, lies in the past.
   c.command({"HSET", line_deadlines, "1001", "1"});
-  EXPECT_EQ(unlock("client-a:1"), 1);
+  EXPECT_EQ(unlock("client-a:1"), 2);  // the channel log heard it
   EXPECT_EQ(log.first(2), (std::vector<std::string>{"1002", "0"}));
   EXPECT_EQ(c.command({"GET", reserved}).str, "1002");
   EXPECT_TRUE(line_members().empty());
@@ -367,8 +367,8 @@ TEST_F(LockScriptsTest, AClientThatLeavesTheLinePassesItsReservationOn) {
   };
   EXPECT_EQ(leave("1003"), 0);  // not reserved for it: it only leaves
   EXPECT_EQ(line_members(), (std::vector<std::string>{"1001", "1002"}));
-  EXPECT_EQ(unlock("client-a:1"), 1);
-  EXPECT_EQ(leave("1001"), 1);  // b gave up after it was called: c is called instead
+  EXPECT_EQ(unlock("client-a:1"), 2);  // the channel log heard it
+  EXPECT_EQ(leave("1001"), 1);         // b gave up after it was called: c is called instead
   EXPECT_EQ(log.first(4), (std::vector<std::string>{"1001", "0", "1002", "0"}));
   EXPECT_EQ(c.command({"GET", reserved}).str, "1002");
   EXPECT_EQ(lock_in_line("client-c:1", "1002").first, 1);

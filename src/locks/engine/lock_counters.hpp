@@ -98,7 +98,7 @@ struct lock_type_counters {
 struct lock_counters {
   std::atomic<std::uint64_t> attempts{0}, acquired{0}, reentered{0}, waited{0}, timed_out{0},
       released{0}, lost{0}, renewal_scripts{0}, leases_renewed{0}, release_retries{0},
-      unconfirmed{0};
+      unconfirmed{0}, releases_deferred{0};
   // Command connections that came up (the first ones included), broke, and came up after one
   // broke.
   std::atomic<std::uint64_t> links_up{0}, links_lost{0}, links_recovered{0};
@@ -116,6 +116,7 @@ struct lock_counters {
     m.leases_renewed = leases_renewed;
     m.release_retries = release_retries;
     m.unconfirmed = unconfirmed;
+    m.releases_deferred = releases_deferred;
     return m;
   }
 

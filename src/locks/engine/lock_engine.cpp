@@ -47,18 +47,20 @@ lock_engine::lock_engine(asio::io_context& io, route::router& router, const lock
       confirm_{settings.min_replicas, settings.replica_timeout},
       holds_(settings.watchdog_timeout, core::random_id(), counters_),
       waiters_([this](const std::string& channel) { return subscribe(channel); },
-               wake_id(holds_.registry.owner_field(0))) {}
+               wake_id(holds_.registry.owner_field(0))),
+      quiet_(quiet_release_lasts) {}
 
 void lock_engine::start() {
   releases_ = std::make_shared<release_queue>(
       [this](const script_call& call, bool urgent, release_queue::timing when,
-             std::function<void(std::error_code)> done) {
+             std::function<void(std::error_code, const reply&)> done) {
         // The release's completion (retries, counters) may run on any thread.
-        io_.eval(
-            call, [done = std::move(done)](std::error_code ec, const reply&) { done(ec); }, urgent,
-            {},
-            when == release_queue::timing::with_next_request ? route::router::caller::defers
-                                                             : route::router::caller::writes);
+        io_.eval(call, std::move(done), urgent, {},
+                 when == release_queue::timing::with_next_request ? route::router::caller::defers
+                                                                  : route::router::caller::writes);
+      },
+      [this](const lock_protocol&, const std::string& name, bool heard) {
+        quiet_.record(name, heard, clock::now());
       },
       counters_);
   watchdog_ = std::make_shared<watchdog>(io_, holds_, counters_,
@@ -447,12 +449,17 @@ std::error_code lock_engine::release(const lock_ref& lock, std::uint64_t owner) 
 }
 
 release_queue::timing lock_engine::release_timing(const lock_ref& lock) {
-  // A release that others may wait for goes out at once. This client cannot see other clients'
-  // waiters, but if it waited for this lock lately (its channel is still subscribed), the lock
-  // is contended. Otherwise the release rides with this thread's next request (a lock() loop:
-  // one write and one server wake-up per cycle instead of two), or goes within
-  // net::connection's flush delay: an unseen waiter elsewhere waits that much longer, once.
-  if (lock.protocol->waits_by_owner() || waiters_.listens(lock)) return release_queue::timing::now;
+  // A release that others may wait for goes out at once: this client waited for the lock lately
+  // (its channel is still subscribed), or the name's latest release reached a waiting client
+  // (in another process: the reply says so), or was not released lately. Otherwise the release
+  // rides with this thread's next request (a lock() loop: one write and one server wake-up per
+  // cycle instead of two), or goes within net::connection's flush delay: a waiter elsewhere
+  // that came since the last release waits that much longer, once.
+  if (lock.protocol->waits_by_owner() || waiters_.listens(lock) ||
+      !quiet_.is_quiet(lock.name, clock::now())) {
+    return release_queue::timing::now;
+  }
+  ++counters_.releases_deferred;
   return release_queue::timing::with_next_request;
 }
 

@@ -39,6 +39,7 @@
 #include "locks/engine/engine_io.hpp"
 #include "locks/engine/hold_registry.hpp"
 #include "locks/engine/lock_counters.hpp"
+#include "locks/engine/quiet_names.hpp"
 #include "locks/engine/release_queue.hpp"
 #include "locks/engine/wait_queues.hpp"
 #include "locks/engine/watchdog.hpp"
@@ -174,6 +175,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   hold_book holds_;
   wait_queues waiters_;
   std::shared_ptr<release_queue> releases_;
+  // Names whose latest release reached no waiting client (release_timing).
+  quiet_names quiet_;
   std::shared_ptr<watchdog> watchdog_;
   // Unsubscribes idle wake channels (drop_idle_subscriptions_later); I/O thread only.
   std::optional<asio::steady_timer> idle_timer_;

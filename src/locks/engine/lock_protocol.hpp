@@ -142,6 +142,13 @@ class lock_protocol {
   virtual attempt_outcome read_attempt(const reply& r) const = 0;
 
   virtual script_call release(const release_request& request) const = 0;
+  // Whether a release's reply says that its unlock message reached a listener (a client waiting
+  // for the lock, in this process or another): the engine then writes the name's next release at
+  // once instead of letting it ride with a later request. False when the script does not say.
+  virtual bool release_was_heard(const reply& r) const {
+    (void)r;
+    return false;
+  }
 
   // Renews `targets` (all in one routing group) to `lease`; the reply has one answer per target.
   virtual script_call renew(std::span<const renewal_target> targets,

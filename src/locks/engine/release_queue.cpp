@@ -24,10 +24,17 @@ void release_queue::send_try(const lock_protocol& protocol, release_request requ
     ++in_flight_;
   }
   const script_call call = protocol.release(request);
-  auto on_done = [weak = weak_from_this(), &protocol, request = std::move(request),
-                  tries_left](std::error_code ec) mutable {
+  auto on_done = [weak = weak_from_this(), &protocol, request = std::move(request), tries_left](
+                     std::error_code ec, const reply& r) mutable {
     auto self = weak.lock();
     if (!self) return;
+    if (!ec && !r.is_error() && self->heard_) {
+      try {
+        self->heard_(protocol, request.name, protocol.release_was_heard(r));
+      } catch (...) {
+        // Out of memory while recording it: the name's next release goes out at once.
+      }
+    }
     // The first try may have run: the retry is harmless all the same (the hold's token travels
     // with every try, see release_request) and goes ahead of everything not yet written.
     if (ec && is_retryable(ec) && tries_left > 1) {

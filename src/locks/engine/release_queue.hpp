@@ -27,12 +27,16 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   // Sends one script call; `done` runs once with its outcome. Throws errc::client_stopped when
   // nothing can be sent any more. `urgent` calls are never deferred.
   using send_fn = std::function<void(const script_call& call, bool urgent, timing when,
-                                     std::function<void(std::error_code)> done)>;
+                                     std::function<void(std::error_code, const reply&)> done)>;
+  // Told of every release the server answered: whether its unlock message reached a listener
+  // (lock_protocol::release_was_heard). May run on any thread.
+  using heard_fn =
+      std::function<void(const lock_protocol& protocol, const std::string& name, bool heard)>;
 
   static constexpr int release_tries = 5;
 
-  release_queue(send_fn send, lock_counters& counters)
-      : send_(std::move(send)), counters_(counters) {}
+  release_queue(send_fn send, heard_fn heard, lock_counters& counters)
+      : send_(std::move(send)), heard_(std::move(heard)), counters_(counters) {}
 
   // Sends `request` by `protocol` (which must outlive the queue). Throws as send_fn. A retry is
   // written at once, whatever `when` the first try had.
@@ -47,6 +51,7 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   void finished();
 
   send_fn send_;
+  heard_fn heard_;
   lock_counters& counters_;
   std::mutex mutex_;
   std::condition_variable idle_;

@@ -24,7 +24,9 @@
 -- own counter, so a counter above the released hold's token says that hold is over: the try
 -- changes nothing.
 --
--- Returns 1 released (last hold), 0 one hold fewer (still held), -1 not held by this holder.
+-- Returns 1 released (last hold), 2 released and the unlock message reached a listener (a waiting
+-- client: its holder's client writes its next release at once rather than with its next request),
+-- 0 one hold fewer (still held), -1 not held by this holder.
 if ARGV[5] ~= '0' then
   local last = tonumber(redis.call('get', KEYS[3]) or '0')
   if last > tonumber(ARGV[5]) then
@@ -41,5 +43,7 @@ if tonumber(ARGV[4]) > 0 then
 end
 redis.call('del', KEYS[1])
 line_wake_head(KEYS[4], KEYS[5], KEYS[6], KEYS[2], ARGV[6], ARGV[7])
-redis.call(ARGV[6], KEYS[2], ARGV[1])
+if redis.call(ARGV[6], KEYS[2], ARGV[1]) > 0 then
+  return 2
+end
 return 1

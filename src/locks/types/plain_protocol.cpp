@@ -115,6 +115,10 @@ script_call plain_protocol::release(const release_request& request) const {
           1};
 }
 
+bool plain_protocol::release_was_heard(const reply& r) const {
+  return r.is_integer() && r.integer == 2;  // plain_unlock.lua
+}
+
 script_call plain_protocol::renew(std::span<const renewal_target> targets,
                                   std::chrono::milliseconds lease) const {
   script_call call{&renew_, {}, {ms_arg(lease)}};

@@ -29,6 +29,7 @@ class plain_protocol final : public lock_protocol {
   script_call attempt(const attempt_request& request) const override;
   attempt_outcome read_attempt(const reply& r) const override;
   script_call release(const release_request& request) const override;
+  bool release_was_heard(const reply& r) const override;
   script_call renew(std::span<const renewal_target> targets,
                     std::chrono::milliseconds lease) const override;
   script_call check(std::span<const renewal_target> targets) const override;

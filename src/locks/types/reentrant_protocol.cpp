@@ -71,6 +71,10 @@ script_call reentrant_protocol::release(const release_request& request) const {
           5};
 }
 
+bool reentrant_protocol::release_was_heard(const reply& r) const {
+  return r.is_integer() && r.integer == 2;  // reentrant_unlock.lua
+}
+
 script_call reentrant_protocol::renew(std::span<const renewal_target> targets,
                                       std::chrono::milliseconds lease) const {
   return renew_rlock_holds(renew_, targets, lease);
