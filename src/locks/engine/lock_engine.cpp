@@ -59,9 +59,7 @@ void lock_engine::start() {
                  when == release_queue::timing::with_next_request ? route::router::caller::defers
                                                                   : route::router::caller::writes);
       },
-      [this](const lock_protocol&, const std::string& name, bool heard) {
-        quiet_.record(name, heard, clock::now());
-      },
+      [this](const std::string& name, bool heard) { quiet_.record(name, heard, clock::now()); },
       counters_);
   watchdog_ = std::make_shared<watchdog>(io_, holds_, counters_,
                                          [this](const losses& lost) { fire(lost); });

@@ -30,7 +30,7 @@ void release_queue::send_try(const lock_protocol& protocol, release_request requ
     if (!self) return;
     if (!ec && !r.is_error() && self->heard_) {
       try {
-        self->heard_(protocol, request.name, protocol.release_was_heard(r));
+        self->heard_(request.name, protocol.release_was_heard(r));
       } catch (...) {
         // Out of memory while recording it: the name's next release goes out at once.
       }

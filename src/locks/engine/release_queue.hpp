@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "locks/engine/lock_counters.hpp"
 #include "locks/engine/lock_protocol.hpp"
@@ -30,8 +31,7 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
                                      std::function<void(std::error_code, const reply&)> done)>;
   // Told of every release the server answered: whether its unlock message reached a listener
   // (lock_protocol::release_was_heard). May run on any thread.
-  using heard_fn =
-      std::function<void(const lock_protocol& protocol, const std::string& name, bool heard)>;
+  using heard_fn = std::function<void(const std::string& name, bool heard)>;
 
   static constexpr int release_tries = 5;
 
