@@ -379,7 +379,10 @@ std::unique_ptr<any_lock> make_lock(const child_args& a, dlock::client* client,
   throw std::runtime_error("unknown side: " + a.side);
 }
 
-// The measuring child: prints one line per thread, "acquisitions <n> waits_us <w1> <w2> ...".
+// The measuring child: prints two lines per thread, "acquisitions <n> waits_us <w1> <w2> ..."
+// (each lock()'s time) and "blocked_us <b1> <b2> ..." (each cycle's time in lock() and unlock()
+// together: a side whose unlock() waits for its reply, or whose lock() carries the previous
+// release, is compared fairly only there).
 int run_load_child(const child_args& a) {
   std::unique_ptr<dlock::client> client;
   if (a.side == "dlock") client = std::make_unique<dlock::client>(a.url);
@@ -396,31 +399,42 @@ int run_load_child(const child_args& a) {
   const steady::time_point end = start + std::chrono::duration_cast<steady::duration>(
                                              std::chrono::duration<double>(a.seconds));
   std::vector<std::vector<double>> waits(static_cast<std::size_t>(a.threads));
+  std::vector<std::vector<double>> blocked(static_cast<std::size_t>(a.threads));
   std::vector<std::thread> workers;
   for (int t = 0; t < a.threads; ++t) {
     workers.emplace_back([&, t] {
       auto& mine = waits[static_cast<std::size_t>(t)];
+      auto& mine_blocked = blocked[static_cast<std::size_t>(t)];
       any_lock& l = *locks[static_cast<std::size_t>(t)];
+      const auto us = [](steady::duration d) {
+        return std::chrono::duration<double, std::micro>(d).count();
+      };
       std::this_thread::sleep_until(start);
       while (steady::now() < end) {
         const auto t0 = steady::now();
         l.lock();
-        mine.push_back(std::chrono::duration<double, std::micro>(steady::now() - t0).count());
+        const double in_lock = us(steady::now() - t0);
+        mine.push_back(in_lock);
         if (a.hold_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(a.hold_us));
+        const auto t1 = steady::now();
         l.unlock();
+        mine_blocked.push_back(in_lock + us(steady::now() - t1));
         if (a.think_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(a.think_us));
       }
     });
   }
   for (auto& w : workers)
     w.join();
-  for (const auto& mine : waits) {
-    std::string line = "acquisitions " + std::to_string(mine.size()) + " waits_us";
-    for (const double w : mine) {
+  const auto print = [](std::string line, const std::vector<double>& values) {
+    for (const double v : values) {
       line += ' ';
-      line += std::to_string(static_cast<long long>(w));
+      line += std::to_string(static_cast<long long>(v));
     }
     std::puts(line.c_str());
+  };
+  for (std::size_t t = 0; t < waits.size(); ++t) {
+    print("acquisitions " + std::to_string(waits[t].size()) + " waits_us", waits[t]);
+    print("blocked_us", blocked[t]);
   }
   locks.clear();
   client.reset();
@@ -634,6 +648,7 @@ struct load_result {
   double per_second = 0;
   std::vector<std::uint64_t> per_process;
   std::vector<double> waits_us;
+  std::vector<double> blocked_us;  // per cycle, in lock() and unlock() together (C++ sides only)
   double client_commands_per_acquisition = 0;  // from the start of the clocks to the end
   double connection_commands_per_process = 0;  // of those, the connections' own (not counted above)
   double setup_commands_per_process = 0;       // before that: connections, warm-up cycles
@@ -700,9 +715,10 @@ std::vector<std::string> script_args(const script_side& s, const bench_options& 
 }
 
 // One process's acquisitions and waits (us), from either kind of child's output: this
-// benchmark's "acquisitions <n> waits_us <w>..." per thread, or a script's name=value lines.
+// benchmark's "acquisitions <n> waits_us <w>..." and "blocked_us <b>..." per thread, or a
+// script's name=value lines (no blocked times).
 std::uint64_t parse_child_output(const std::vector<std::string>& lines,
-                                 std::vector<double>& waits_us) {
+                                 std::vector<double>& waits_us, std::vector<double>& blocked_us) {
   std::uint64_t n = 0;
   for (const std::string& line : lines) {
     if (line.rfind("acquisitions=", 0) == 0) {
@@ -719,6 +735,10 @@ std::uint64_t parse_child_output(const std::vector<std::string>& lines,
       n += mine;
       for (double w; in >> w;)
         waits_us.push_back(w);
+    } else if (line.rfind("blocked_us", 0) == 0) {
+      std::istringstream in(line.substr(std::strlen("blocked_us")));
+      for (double b; in >> b;)
+        blocked_us.push_back(b);
     }
   }
   return n;
@@ -785,7 +805,7 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
       static_cast<double>(setup_commands) / static_cast<double>(processes);
   std::uint64_t total = 0;
   for (auto& c : children) {
-    const std::uint64_t mine = parse_child_output(c->read_all(), r.waits_us);
+    const std::uint64_t mine = parse_child_output(c->read_all(), r.waits_us, r.blocked_us);
     if (c->wait() != 0) throw std::runtime_error("a " + side + " child process failed");
     r.per_process.push_back(mine);
     total += mine;
@@ -1025,13 +1045,26 @@ int run_parent(const bench_options& o) {
       if (s.name == "a") a_lock_p50_us[side] = percentile(r.waits_us, 50);
       if (s.name == "a" && side == "naive") naive_a_per_second = r.per_second;
     }
+    std::string blocked_line = "  " + s.name + ": ms in lock() + unlock() per cycle, p50 / p99:";
+    for (const std::string& side : sides) {
+      const load_result r = median_of(runs[side]);
+      if (r.blocked_us.empty()) continue;  // a script side times lock() alone
+      char figures[96];
+      std::snprintf(figures, sizeof figures, "  %s %.3f / %.3f", side.c_str(),
+                    percentile(r.blocked_us, 50) / 1000, percentile(r.blocked_us, 99) / 1000);
+      blocked_line += figures;
+    }
+    std::puts(blocked_line.c_str());
     if (have_redis_plus_plus) {
       const load_result mine = median_of(runs["dlock"]);
       const load_result rpp = median_of(runs["redis++"]);
       char line[160];
-      std::snprintf(line, sizeof line, "  %-6s acq/s %.2fx   p99 wait %.2fx (lower is better)",
+      std::snprintf(line, sizeof line,
+                    "  %-6s acq/s %.2fx   p99 wait %.2fx   p99 in lock()+unlock() %.2fx (lower is "
+                    "better)",
                     s.name.c_str(), mine.per_second / rpp.per_second,
-                    percentile(mine.waits_us, 99) / percentile(rpp.waits_us, 99));
+                    percentile(mine.waits_us, 99) / percentile(rpp.waits_us, 99),
+                    percentile(mine.blocked_us, 99) / percentile(rpp.blocked_us, 99));
       against_rpp.emplace_back(line);
     }
   }
