@@ -125,8 +125,8 @@ constexpr std::string_view floor_release_lua =
     "redis.call('publish', KEYS[2], '0') return 1 end return 0";
 // Commands the lock scripts of either side run inside Redis: not sent by a client.
 constexpr std::string_view script_inner_commands[] = {
-    "exists", "hexists", "hset",    "hget", "hincrby",  "hdel", "pexpire", "pttl",  "type",
-    "time",   "get",     "publish", "del",  "spublish", "zadd", "zrem",    "zrange"};
+    "exists", "hexists", "hset",    "hget", "hincrby",  "hdel", "pexpire", "pttl",   "type",
+    "time",   "get",     "publish", "del",  "spublish", "zadd", "zrem",    "zrange", "hkeys"};
 // SET is sent by the naive client, and run inside dlock's scripts (the fencing counter).
 constexpr std::string_view harness_commands[] = {"info", "config", "flushall"};
 // A connection's own commands (its handshake, its subscriptions): a process sends them once per

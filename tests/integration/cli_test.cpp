@@ -46,7 +46,8 @@ constexpr auto process_slack = 1500ms;
 // How long a step that should take milliseconds may take before the test gives up on it.
 constexpr auto step_limit = 15s;
 // The only polling here: how often the tests ask Redis whether a dlock process is waiting yet
-// (PUBSUB NUMSUB of the unlock channel), up to step_limit. Nothing else announces it.
+// (lock_status::subscribers: PUBSUB NUMSUB of its channels), up to step_limit. Nothing else
+// announces it.
 constexpr auto status_poll_interval = 10ms;
 
 const std::string cli = DLOCK_CLI;

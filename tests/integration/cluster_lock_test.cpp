@@ -16,6 +16,7 @@
 #include "redis_cluster.hpp"
 #include "support/child_process.hpp"
 #include "support/cluster_fixture.hpp"
+#include "support/line_listeners.hpp"
 #include "support/lock_name_cases.hpp"
 #include "support/redis_fixture.hpp"
 
@@ -187,13 +188,12 @@ TEST_F(ClusterLock, AWaiterIsWokenBySpublishOnTheChannelsNode) {
     if (ok) wanted.unlock();
     return std::make_pair(ok, at);
   });
-  // The waiter listens with SSUBSCRIBE on the master of the channel's slot.
-  const std::string channel = "redisson_lock__channel:{" + name + "}";
-  const std::uint16_t owner = cluster().master_for_key(channel);
+  // The waiter listens with SSUBSCRIBE on its call channel, on the master of the name's slot.
+  const std::uint16_t owner = cluster().master_for_key(name);
   ASSERT_TRUE(eventually([&] {
-    const auto r = cluster().call(owner, {"PUBSUB", "SHARDNUMSUB", channel});
-    return r.elements.size() == 2 && r.elements[1].integer == 1;
-  })) << "no sharded subscription on the channel's master";
+    return test::line_listeners([&](const auto& args) { return cluster().call(owner, args); }, name,
+                                true) == 1;
+  })) << "no sharded subscription on the slot's master";
   EXPECT_EQ(held.status().subscribers, 1u);
   const auto released = steady_clock::now();
   held.unlock();
@@ -245,7 +245,6 @@ TEST_F(ClusterLock, TheWatchdogKeepsLocksInManySlotsAndFollowsAnAskAndAMove) {
 // sunsubscribe), the client subscribes on the new owner, and the unlock published there wakes it.
 TEST_F(ClusterLock, AWaiterFollowsItsChannelWhenTheSlotMoves) {
   const std::string name = test::unique_key("moving");
-  const std::string channel = "redisson_lock__channel:{" + name + "}";
   client holder{options_for(cluster().seed_url())};
   client waiter{options_for(replica_url())};
   mutex held = holder.get_lock(name);
@@ -259,9 +258,10 @@ TEST_F(ClusterLock, AWaiterFollowsItsChannelWhenTheSlotMoves) {
   });
   const std::uint16_t slot = cluster().key_slot(name);
   const std::uint16_t from = cluster().master_for_slot(slot);
+  // Its call channel, named by the wait line that moves with the slot.
   auto subscribed_on = [&](std::uint16_t port) {
-    const auto r = cluster().call(port, {"PUBSUB", "SHARDNUMSUB", channel});
-    return r.elements.size() == 2 && r.elements[1].integer == 1;
+    return test::line_listeners([&](const auto& args) { return cluster().call(port, args); }, name,
+                                true) == 1;
   };
   ASSERT_TRUE(eventually([&] { return subscribed_on(from); }));
   std::uint16_t to = 0;

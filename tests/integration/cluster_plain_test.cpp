@@ -9,6 +9,7 @@
 #include "locks/names.hpp"
 #include "support/child_process.hpp"
 #include "support/cluster_fixture.hpp"
+#include "support/line_listeners.hpp"
 #include "support/lock_name_cases.hpp"
 #include "support/redis_fixture.hpp"
 
@@ -78,12 +79,12 @@ TEST_F(ClusterPlainLock, AWaiterIsWokenBySpublishAndTheWatchdogRenewsInManySlots
     if (ok) wanted.unlock();
     return std::make_pair(ok, at);
   });
-  const std::string channel = locks::plain_unlock_channel(name);
-  const std::uint16_t owner = cluster().master_for_key(channel);
+  // The waiter listens on its own call channel, in the name's slot.
+  const std::uint16_t owner = cluster().master_for_key(name);
   ASSERT_TRUE(eventually([&] {
-    const auto r = cluster().call(owner, {"PUBSUB", "SHARDNUMSUB", channel});
-    return r.elements.size() == 2 && r.elements[1].integer == 1;
-  })) << "no sharded subscription on the channel's master";
+    return test::line_listeners([&](const auto& args) { return cluster().call(owner, args); }, name,
+                                true) == 1;
+  })) << "no sharded subscription on the slot's master";
   // Three leases later every hold is still there (renewed), and the waiter still waits.
   ASSERT_EQ(got.wait_for(short_lease * 3), std::future_status::timeout);
   for (plain_lock& p : held) {

@@ -15,6 +15,7 @@
 #include "dlock/dlock.hpp"
 #include "support/client_list.hpp"
 #include "support/cluster_fixture.hpp"
+#include "support/line_listeners.hpp"
 #include "support/redis_fixture.hpp"
 
 namespace dlock {
@@ -118,13 +119,13 @@ TEST_F(ClusterTls, AWaiterIsWokenBySpublishAcrossClients) {
     if (ok) wanted.unlock();
     return std::make_pair(ok, at);
   });
-  // The waiter's SSUBSCRIBE reached the channel's master (over TLS: the client has no other way).
-  const std::string channel = "redisson_lock__channel:{" + name + "}";
-  const std::uint16_t owner = cluster().master_for_key(channel);
+  // The waiter's SSUBSCRIBE of its call channel reached the slot's master (over TLS: the client
+  // has no other way).
+  const std::uint16_t owner = cluster().master_for_key(name);
   ASSERT_TRUE(eventually([&] {
-    const auto r = cluster().call(owner, {"PUBSUB", "SHARDNUMSUB", channel});
-    return r.elements.size() == 2 && r.elements[1].integer == 1;
-  })) << "no sharded subscription on the channel's master";
+    return test::line_listeners([&](const auto& args) { return cluster().call(owner, args); }, name,
+                                true) == 1;
+  })) << "no sharded subscription on the slot's master";
   const auto released = steady_clock::now();
   held.unlock();
   const auto [ok, at] = got.get();

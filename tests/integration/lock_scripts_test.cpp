@@ -69,7 +69,8 @@ class LockScriptsTest : public ::testing::Test {
   const script leave_script{std::string(scripts::wait_line) + "\n" +
                             std::string(scripts::leave_wait_line)};
   const script renew_script{std::string(scripts::renew_leases)};
-  const script force_script{std::string(scripts::force_unlock)};
+  const script force_script{std::string(scripts::wait_line) + "\n" +
+                            std::string(scripts::force_unlock)};
 
   const std::string name = unique_key("lock");
   const std::string fence = unique_key("fence");
@@ -77,6 +78,8 @@ class LockScriptsTest : public ::testing::Test {
   const std::string line = unique_key("line");
   const std::string line_deadlines = unique_key("line_deadlines");
   const std::string reserved = unique_key("reserved");
+  // Where a release calls the client with wake id I: call_prefix + I (locks::call_channel).
+  const std::string call_prefix = "dlock:call:{" + name + "}:";
 
   // `known`: how many holds the client believes `owner` has.
   std::pair<std::int64_t, std::int64_t> lock(const std::string& owner, int known = 0) {
@@ -108,8 +111,21 @@ class LockScriptsTest : public ::testing::Test {
                       std::string_view retry_of = "0") {
     return c
         .eval(unlock_script, {name, channel, fence, line, line_deadlines, reserved},
-              {"0", lease_ms, owner, remaining, retry_of, "publish", reservation_grace_ms})
+              {"0", lease_ms, owner, remaining, retry_of, "publish", reservation_grace_ms,
+               call_prefix})
         .integer;
+  }
+  // The third element of a refused attempt's reply: 1 when the holder's release calls the line.
+  std::int64_t refusal_calls(const std::string& owner, const std::string& id) {
+    const reply r = c.eval(lock_script, {name, fence, line, line_deadlines, reserved},
+                           {lease_ms, owner, "0", id, "1", "", "3000"});
+    EXPECT_EQ(r.elements.size(), 3U) << to_string(r);
+    EXPECT_EQ(r.elements.at(0).integer, 0) << to_string(r);
+    return r.elements.size() == 3 ? r.elements[2].integer : -1;
+  }
+  reply force_unlock() {
+    return c.eval(force_script, {name, channel, line, line_deadlines, reserved},
+                  {"0", "publish", reservation_grace_ms, call_prefix});
   }
   std::int64_t pttl() { return c.command({"PTTL", name}).integer; }
 };
@@ -302,17 +318,21 @@ class channel_log {
 };
 
 // docs/design/contention.md: a client that will wait stands in the line; the release reserves the
-// lock for the first client in line and publishes its id, then Redisson's "0".
+// lock for the first client in line and calls it, alone, on its own channel, then publishes
+// Redisson's "0" on the shared one.
 TEST_F(LockScriptsTest, AReleaseReservesTheLockForTheFirstClientInLineAndCallsItById) {
   channel_log log(c, channel);
+  channel_log called(c, call_prefix + "1001");
+  channel_log next(c, call_prefix + "1002");
   ASSERT_EQ(lock("client-a:1").first, 1);
   EXPECT_EQ(lock_in_line("client-b:1", "1001").first, 0);
   EXPECT_EQ(lock_in_line("client-c:1", "1002").first, 0);
   EXPECT_EQ(lock_in_line("client-d:1", "1003", 0, /*may_wait=*/false).first, 0);  // try_lock
   EXPECT_EQ(line_members(), (std::vector<std::string>{"1001", "1002"}));
 
-  EXPECT_EQ(unlock("client-a:1"), 2);  // the channel log heard it
-  EXPECT_EQ(log.first(2), (std::vector<std::string>{"1001", "0"}));
+  EXPECT_EQ(unlock("client-a:1"), 2);  // the channel logs heard it
+  EXPECT_EQ(called.first(1), std::vector<std::string>{"1001"});
+  EXPECT_EQ(log.first(1), std::vector<std::string>{"0"});
   EXPECT_EQ(c.command({"GET", reserved}).str, "1001");
   EXPECT_EQ(line_members(), std::vector<std::string>{"1002"});
 
@@ -325,6 +345,29 @@ TEST_F(LockScriptsTest, AReleaseReservesTheLockForTheFirstClientInLineAndCallsIt
   EXPECT_EQ(lock_in_line("client-b:1", "1001").first, 1);
   EXPECT_EQ(c.command({"EXISTS", reserved}).integer, 0);
   EXPECT_EQ(line_members(), std::vector<std::string>{"1002"});
+  // Nothing reached the client that was not called, and nothing more the shared channel.
+  EXPECT_EQ(unlock("client-b:1"), 2);
+  EXPECT_EQ(next.first(1), std::vector<std::string>{"1002"});
+  EXPECT_EQ(called.first(1), std::vector<std::string>{"1001"});
+  EXPECT_EQ(log.first(2), (std::vector<std::string>{"0", "0"}));
+}
+
+// A refused attempt says whether the holder's release will call the waiting client on its own
+// channel: a dlock holder's does (and a reserved lock's next holder is a dlock client), a
+// Redisson holder's only publishes on the shared channel, where a dlock waiter must listen then.
+TEST_F(LockScriptsTest, ARefusalSaysWhetherTheHoldersReleaseCallsTheLine) {
+  const std::string dlock_field = std::string(32, 'a') + ":7";
+  const std::string redisson_field = "8743c9c0-0795-4907-87fd-6c719a6b4586:1";
+  ASSERT_EQ(lock(dlock_field).first, 1);
+  EXPECT_EQ(refusal_calls("client-b:1", "1001"), 1);
+  EXPECT_EQ(unlock(dlock_field), 1);
+  EXPECT_EQ(refusal_calls("client-c:1", "1002"), 1) << "reserved for client b";
+  ASSERT_EQ(lock_in_line("client-b:1", "1001").first, 1);
+  EXPECT_EQ(unlock("client-b:1"), 1);
+  ASSERT_EQ(force_unlock().elements.at(0).integer, 0);
+  (void)c.command({"DEL", reserved});
+  (void)c.command({"HSET", name, redisson_field, "1"});  // as Redisson's lock script writes it
+  EXPECT_EQ(refusal_calls("client-c:1", "1002"), 0);
 }
 
 TEST_F(LockScriptsTest, AClientThatTakesTheLockWithMoreWaitersGoesBackToTheTail) {
@@ -341,13 +384,17 @@ TEST_F(LockScriptsTest, AClientThatTakesTheLockWithMoreWaitersGoesBackToTheTail)
 
 TEST_F(LockScriptsTest, AClientPastItsLineDeadlineIsSkipped) {
   channel_log log(c, channel);
+  channel_log skipped(c, call_prefix + "1001");
+  channel_log called(c, call_prefix + "1002");
   ASSERT_EQ(lock("client-a:1").first, 1);
   lock_in_line("client-b:1", "1001");
   lock_in_line("client-c:1", "1002");
   // b stopped attempting (it died): its deadline, server time in ms, lies in the past.
   c.command({"HSET", line_deadlines, "1001", "1"});
-  EXPECT_EQ(unlock("client-a:1"), 2);  // the channel log heard it
-  EXPECT_EQ(log.first(2), (std::vector<std::string>{"1002", "0"}));
+  EXPECT_EQ(unlock("client-a:1"), 2);  // the channel logs heard it
+  EXPECT_EQ(called.first(1), std::vector<std::string>{"1002"});
+  EXPECT_EQ(log.first(1), std::vector<std::string>{"0"});
+  EXPECT_TRUE(skipped.first(0).empty());
   EXPECT_EQ(c.command({"GET", reserved}).str, "1002");
   EXPECT_TRUE(line_members().empty());
   EXPECT_EQ(c.command({"HLEN", line_deadlines}).integer, 0);
@@ -355,6 +402,8 @@ TEST_F(LockScriptsTest, AClientPastItsLineDeadlineIsSkipped) {
 
 TEST_F(LockScriptsTest, AClientThatLeavesTheLinePassesItsReservationOn) {
   channel_log log(c, channel);
+  channel_log b(c, call_prefix + "1001");
+  channel_log cc(c, call_prefix + "1002");
   ASSERT_EQ(lock("client-a:1").first, 1);
   lock_in_line("client-b:1", "1001");
   lock_in_line("client-c:1", "1002");
@@ -362,14 +411,16 @@ TEST_F(LockScriptsTest, AClientThatLeavesTheLinePassesItsReservationOn) {
   const auto leave = [&](std::string_view id) {
     return c
         .eval(leave_script, {name, channel, line, line_deadlines, reserved},
-              {id, "publish", reservation_grace_ms, "0"})
+              {id, "publish", reservation_grace_ms, "0", call_prefix})
         .integer;
   };
   EXPECT_EQ(leave("1003"), 0);  // not reserved for it: it only leaves
   EXPECT_EQ(line_members(), (std::vector<std::string>{"1001", "1002"}));
-  EXPECT_EQ(unlock("client-a:1"), 2);  // the channel log heard it
+  EXPECT_EQ(unlock("client-a:1"), 2);  // the channel logs heard it
   EXPECT_EQ(leave("1001"), 1);         // b gave up after it was called: c is called instead
-  EXPECT_EQ(log.first(4), (std::vector<std::string>{"1001", "0", "1002", "0"}));
+  EXPECT_EQ(b.first(1), std::vector<std::string>{"1001"});
+  EXPECT_EQ(cc.first(1), std::vector<std::string>{"1002"});
+  EXPECT_EQ(log.first(2), (std::vector<std::string>{"0", "0"}));
   EXPECT_EQ(c.command({"GET", reserved}).str, "1002");
   EXPECT_EQ(lock_in_line("client-c:1", "1002").first, 1);
 }
@@ -421,15 +472,26 @@ TEST_F(LockScriptsTest, OneScriptRenewsManyLeasesAndReportsTheLostOnes) {
 
 TEST_F(LockScriptsTest, ForceUnlockDeletesWhoeverHoldsIt) {
   lock("client-a:1");
-  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0", "publish"}).elements.at(0).integer, 1);
+  EXPECT_EQ(force_unlock().elements.at(0).integer, 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
-  EXPECT_EQ(c.eval(force_script, {name, channel}, {"0", "publish"}).elements.at(0).integer, 0);
+  EXPECT_EQ(force_unlock().elements.at(0).integer, 0);
+}
+
+// A forced unlock wakes as a release does: the first client in line is called and the lock
+// reserved for it (dlock's waiters behind a dlock holder listen on their call channels only).
+TEST_F(LockScriptsTest, ForceUnlockCallsTheFirstClientInLine) {
+  channel_log called(c, call_prefix + "1001");
+  lock("client-a:1");
+  EXPECT_EQ(lock_in_line("client-b:1", "1001").first, 0);
+  EXPECT_EQ(force_unlock().elements.at(0).integer, 1);
+  EXPECT_EQ(called.first(1), std::vector<std::string>{"1001"});
+  EXPECT_EQ(c.command({"GET", reserved}).str, "1001");
 }
 
 // An operator's typo must not delete data: a key that is not a reentrant lock is refused and kept.
 TEST_F(LockScriptsTest, ForceUnlockRefusesKeysThatAreNotLocks) {
   const auto refused = [&](const std::string& what) {
-    const reply r = c.eval(force_script, {name, channel}, {"0", "publish"});
+    const reply r = force_unlock();
     EXPECT_EQ(r.elements.at(0).integer, -1) << what;
     EXPECT_EQ(c.command({"EXISTS", name}).integer, 1) << what << " was deleted";
     (void)c.command({"DEL", name});

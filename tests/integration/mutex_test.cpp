@@ -13,6 +13,7 @@
 
 #include "dlock/dlock.hpp"
 #include "support/command_stats.hpp"
+#include "support/line_listeners.hpp"
 #include "support/redis_fixture.hpp"
 
 namespace dlock {
@@ -804,10 +805,8 @@ TEST(Mutex, ALaterWaiterQueuesBehindEarlierOnesWithoutAnAttempt) {
   };
   auto first = waiter(1);
   // Asked of the server directly: status() runs PTTL too, and would count as an attempt below.
-  const std::string channel = "redisson_lock__channel:{" + name + "}";
   ASSERT_TRUE(test::eventually([&] {
-    const reply n = admin.command({"PUBSUB", "NUMSUB", channel});
-    return n.elements.size() == 2 && n.elements[1].integer == 1;
+    return test::line_listeners([&](const auto& args) { return admin.command(args); }, name) == 1;
   }));
   // The first waiter's subscription, once confirmed, has it try again (wait_queues: a new
   // subscription wakes every waiter): that failed attempt runs PTTL too, and must be done before
@@ -1132,10 +1131,11 @@ void many_waiters_share_one_subscription(int waiters) {
       }
     });
   }
-  const std::string channel = "redisson_lock__channel:{" + name + "}";
+  // One subscription, on this client's call channel, however many threads wait.
   std::int64_t subscribers = 0;
   for (int i = 0; i < 500 && subscribers == 0; ++i) {
-    subscribers = holder.command({"PUBSUB", "NUMSUB", channel}).elements.at(1).integer;
+    subscribers =
+        test::line_listeners([&](const auto& args) { return holder.command(args); }, name);
     if (subscribers == 0) std::this_thread::sleep_for(10ms);  // bounded wait for SUBSCRIBE
   }
   EXPECT_EQ(subscribers, 1);

@@ -37,7 +37,7 @@ class PlainScriptsTest : public ::testing::Test {
   const script unlock_script{locks::with_wait_line(scripts::plain_unlock)};
   const script renew_script{std::string(scripts::plain_renew)};
   const script status_script{std::string(scripts::plain_status)};
-  const script force_script{std::string(scripts::plain_force_unlock)};
+  const script force_script{locks::with_wait_line(scripts::plain_force_unlock)};
 
   const std::string name = unique_key("lock");
   const std::string fence = locks::fence_key(name);
@@ -47,6 +47,12 @@ class PlainScriptsTest : public ::testing::Test {
     return c.eval(lock_script, {name, fence}, {lease, owner, "", known ? "1" : "0"});
   }
   std::string value() { return c.command({"GET", name}).str; }
+  reply force_unlock() {
+    return c.eval(force_script,
+                  {name, channel, locks::wait_line_key(name), locks::wait_line_deadlines_key(name),
+                   locks::reservation_key(name)},
+                  {"publish", "5000", locks::call_channel_prefix(name)});
+  }
 };
 
 TEST_F(PlainScriptsTest, AcquireSetsOwnerAndTokenAsValueWithLease) {
@@ -171,10 +177,14 @@ TEST_F(PlainScriptsTest, WithAWaitLineTheReleaseReservesTheLockForTheFirstClient
   };
   const reply held = lock_in_line(owner_a, "1001");
   ASSERT_EQ(held.elements.at(0).integer, 1);
-  EXPECT_EQ(lock_in_line(owner_b, "1002").elements.at(0).integer, 0);
+  const reply behind = lock_in_line(owner_b, "1002");
+  ASSERT_EQ(behind.elements.size(), 4U);
+  EXPECT_EQ(behind.elements[0].integer, 0);
+  EXPECT_EQ(behind.elements[3].integer, 1) << "a plain_lock holder's release calls the line";
   EXPECT_EQ(c.command({"ZRANGE", line, "0", "-1"}).elements.at(0).str, "1002");
   EXPECT_EQ(c.eval(unlock_script, {name, channel, line, deadlines, reserved},
-                   {owner_a + ":" + std::to_string(held.elements.at(1).integer), "publish", "5000"})
+                   {owner_a + ":" + std::to_string(held.elements.at(1).integer), "publish", "5000",
+                    locks::call_channel_prefix(name)})
                 .integer,
             1);
   EXPECT_EQ(c.command({"GET", reserved}).str, "1002");
@@ -184,8 +194,15 @@ TEST_F(PlainScriptsTest, WithAWaitLineTheReleaseReservesTheLockForTheFirstClient
   const reply other = lock_in_line(std::string(32, 'd') + ":1", "1003");
   EXPECT_EQ(other.elements.at(0).integer, 0);
   EXPECT_EQ(other.elements.at(2).integer, 1) << "a reservation is a dlock holder's: it publishes";
+  EXPECT_EQ(other.elements.at(3).integer, 1) << "and the next holder's release calls";
   EXPECT_EQ(lock_in_line(owner_b, "1002").elements.at(0).integer, 1);
   EXPECT_EQ(c.command({"EXISTS", reserved}).integer, 0);
+  // Redlock's value (a random hex nonce) publishes but calls nobody: its masters keep no line.
+  c.command({"SET", name, owner_a + ":" + std::string(32, 'f'), "PX", "5000"});
+  const reply redlock = lock_in_line(owner_b, "1002");
+  ASSERT_EQ(redlock.elements.size(), 4U);
+  EXPECT_EQ(redlock.elements[2].integer, 1);
+  EXPECT_EQ(redlock.elements[3].integer, 0);
 }
 
 TEST_F(PlainScriptsTest, RenewExtendsOnlyMatchingValuesAndChecksWithZero) {
@@ -221,22 +238,22 @@ TEST_F(PlainScriptsTest, StatusReadsValueTtlAndCounter) {
 }
 
 TEST_F(PlainScriptsTest, ForceUnlockDeletesPlainLocksOnly) {
-  reply r = c.eval(force_script, {name, channel}, {"publish"});
+  reply r = force_unlock();
   EXPECT_EQ(r.elements.at(0).integer, 0);
   c.command({"SET", name, "foreign-holder", "PX", "5000"});
-  r = c.eval(force_script, {name, channel}, {"publish"});
+  r = force_unlock();
   EXPECT_EQ(r.elements.at(0).integer, 1);
   EXPECT_EQ(c.command({"EXISTS", name}).integer, 0);
   // A string without a TTL is data, unless it holds a dlock value.
   c.command({"SET", name, "data"});
-  r = c.eval(force_script, {name, channel}, {"publish"});
+  r = force_unlock();
   ASSERT_EQ(r.elements.size(), 2u);
   EXPECT_EQ(r.elements[0].integer, -1);
   EXPECT_EQ(c.command({"GET", name}).str, "data");
   c.command({"SET", name, owner_a + ":12"});
-  EXPECT_EQ(c.eval(force_script, {name, channel}, {"publish"}).elements.at(0).integer, 1);
+  EXPECT_EQ(force_unlock().elements.at(0).integer, 1);
   c.command({"HSET", name, "field", "1"});
-  r = c.eval(force_script, {name, channel}, {"publish"});
+  r = force_unlock();
   ASSERT_EQ(r.elements.size(), 2u);
   EXPECT_EQ(r.elements[0].integer, -1);
   EXPECT_EQ(r.elements[1].str, "a hash");

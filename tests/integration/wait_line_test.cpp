@@ -10,6 +10,7 @@
 
 #include "dlock/dlock.hpp"
 #include "support/command_stats.hpp"
+#include "support/line_listeners.hpp"
 #include "support/redis_fixture.hpp"
 
 namespace dlock {
@@ -25,6 +26,17 @@ constexpr auto timing_slack = 300ms;
 
 std::int64_t line_length(client& admin, const std::string& name) {
   return admin.command({"ZCARD", "dlock:line:{" + name + "}"}).integer;
+}
+
+// Connections subscribed to the shared unlock channel of the reentrant lock `name`.
+std::int64_t shared_listeners(client& admin, const std::string& name) {
+  return admin.command({"PUBSUB", "NUMSUB", "redisson_lock__channel:{" + name + "}"})
+      .elements.at(1)
+      .integer;
+}
+
+std::int64_t call_listeners(client& admin, const std::string& name) {
+  return test::line_listeners([&](const auto& args) { return admin.command(args); }, name);
 }
 
 // EVAL and EVALSHA calls since the last CONFIG RESETSTAT: every attempt and release is one.
@@ -133,6 +145,61 @@ TEST(WaitLine, AnUnlockSendsAnAttemptOnlyFromTheClientItCalls) {
   constexpr std::uint64_t expected = 1u + 2u * clients;
   EXPECT_TRUE(eventually([&] { return script_calls(admin) >= expected; }));
   EXPECT_EQ(script_calls(admin), expected);
+}
+
+// Behind a dlock holder each waiting client listens on its own call channel alone: a release's
+// call reaches one process, and its "0" on the shared channel none of them (before, every
+// waiting process read both messages of every release).
+TEST(WaitLine, WaitingClientsListenOnlyOnTheirOwnCallChannels) {
+  redis_server server;
+  client admin{server.url()};
+  const std::string name = unique_key("line");
+  mutex held = admin.get_lock(name);
+  held.lock();
+  constexpr int clients = 4;
+  waiting_clients waiting(server, admin, name, clients);
+  ASSERT_TRUE(eventually([&] { return call_listeners(admin, name) == clients; }));
+  EXPECT_EQ(shared_listeners(admin, name), 0);
+  held.unlock();
+  EXPECT_EQ(waiting.join(), (std::vector<int>{0, 1, 2, 3}));
+}
+
+// A Redisson holder's release only publishes "0" on the shared channel: a dlock client waiting
+// behind one listens there too, and stops once its attempt finds a dlock holder again, whose
+// release then calls it.
+TEST(WaitLine, AWaiterListensOnTheSharedChannelOnlyWhileTheHolderDoesNotCall) {
+  redis_server server;
+  client admin{server.url()}, holder{server.url()}, waiter{server.url()};
+  const std::string name = unique_key("line");
+  const std::string redisson_field = "8743c9c0-0795-4907-87fd-6c719a6b4586:1";
+  (void)admin.command({"HSET", name, redisson_field, "1"});  // as Redisson's lock script does
+  (void)admin.command({"PEXPIRE", name, "30000"});
+  std::promise<std::chrono::steady_clock::time_point> acquired_at;
+  std::thread waiting([&] {
+    mutex m = waiter.get_lock(name);
+    if (m.try_lock_for(20s)) {
+      acquired_at.set_value(std::chrono::steady_clock::now());
+      m.unlock();
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return shared_listeners(admin, name) == 1; }))
+      << "behind a Redisson holder the waiter must hear the shared channel";
+  EXPECT_EQ(call_listeners(admin, name), 1);
+  // The Redisson holder's hold ends, a dlock client barges in, and Redisson's unlock message
+  // comes: the waiter's attempt finds a dlock holder and leaves the shared channel.
+  (void)admin.command({"DEL", name});
+  mutex barger = holder.get_lock(name);
+  ASSERT_TRUE(barger.try_lock());
+  (void)admin.command({"PUBLISH", "redisson_lock__channel:{" + name + "}", "0"});
+  ASSERT_TRUE(eventually([&] { return shared_listeners(admin, name) == 0; }))
+      << "behind a dlock holder the waiter must not hear the shared channel";
+  EXPECT_EQ(call_listeners(admin, name), 1);
+  const auto released_at = std::chrono::steady_clock::now();
+  barger.unlock();
+  auto f = acquired_at.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_LT(f.get() - released_at, timing_slack) << "called, not found by a re-check";
+  waiting.join();
 }
 
 TEST(WaitLine, AClientThatGivesUpLeavesTheLineAndTheNextIsCalled) {

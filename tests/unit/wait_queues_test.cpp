@@ -41,6 +41,7 @@ class WaitQueues : public ::testing::Test {
   const lock_ref mutex{&reentrant, "orders"};
   const std::string rw_channel = writer.wake_channel("catalog");
   const std::string mutex_channel = reentrant.wake_channel("orders");
+  const std::string mutex_call = reentrant.call_channel("orders", "1234");
 };
 
 TEST_F(WaitQueues, OneUnlockMessageWakesOneWaiterInOrder) {
@@ -92,24 +93,53 @@ TEST_F(WaitQueues, AMessageHeardBeforeTheAttemptWasSentWakesNobody) {
   queues.leave(rw, &late.w, false);
 }
 
-TEST_F(WaitQueues, AnotherClientsWakeIdIsNotAMissedRelease) {
-  counted_waiter earlier;
-  queues.join(mutex, mutex_channel, &earlier.w, 1000);
-  queues.leave(mutex, &earlier.w, false);
-  const auto attempt_sent = steady::now();
-  queues.on_message(mutex_channel, "5678");  // the line called another client
-  counted_waiter late;
-  queues.join(mutex, mutex_channel, &late.w, 1000, true, attempt_sent);
-  EXPECT_EQ(late.woken, 0);
-  queues.leave(mutex, &late.w, false);
+// A mutex waiter behind a dlock holder listens on its client's call channel alone: the release
+// that calls another client, and its "0" on the shared channel, reach this process not at all.
+TEST_F(WaitQueues, BehindAHolderThatCallsOnlyTheCallChannelIsSubscribed) {
+  counted_waiter a;
+  counted_waiter b;
+  queues.join(mutex, mutex_channel, &a.w, 1000, true, std::nullopt, /*holder_calls=*/true);
+  queues.join(mutex, mutex_channel, &b.w, std::nullopt);  // queued behind a, without looking
+  EXPECT_EQ(subscribed, std::vector<std::string>{mutex_call});
+  queues.on_message(mutex_call, "1234");  // called: one waiter
+  EXPECT_EQ(a.woken, 1);
+  EXPECT_EQ(b.woken, 0);
+  queues.leave(mutex, &a.w, false);
+  queues.leave(mutex, &b.w, false);
+}
 
-  // This client's own id, heard in the same gap, is one.
-  const auto second_attempt = steady::now();
-  queues.on_message(mutex_channel, "1234");
-  counted_waiter called;
-  queues.join(mutex, mutex_channel, &called.w, 1000, true, second_attempt);
-  EXPECT_EQ(called.woken, 1);
-  queues.leave(mutex, &called.w, false);
+// Behind a Redisson holder (its release only publishes "0" on the shared channel) the waiter
+// listens there too, and stops when a later attempt sees a holder that calls.
+TEST_F(WaitQueues, BehindAHolderThatDoesNotCallTheSharedChannelIsSubscribedToo) {
+  counted_waiter a;
+  queues.join(mutex, mutex_channel, &a.w, 1000, true, std::nullopt, /*holder_calls=*/false);
+  EXPECT_EQ(subscribed, (std::vector<std::string>{mutex_call, mutex_channel}));
+  queues.on_message(mutex_channel, "0");
+  EXPECT_EQ(a.woken, 1);
+  EXPECT_TRUE(queues.take_wake_up(&a.w));
+
+  EXPECT_TRUE(queues.saw_holder(mutex, 1000, true, /*holder_calls=*/true)) << "one went idle";
+  EXPECT_EQ(queues.take_idle(steady::time_point::max()).size(), 1U) << "the shared one, idle";
+  queues.on_message(mutex_channel, "0");
+  EXPECT_EQ(a.woken, 1) << "no longer listening there";
+  EXPECT_FALSE(queues.saw_holder(mutex, 1000, true, /*holder_calls=*/false));  // Redisson's again
+  EXPECT_EQ(subscribed.size(), 3U) << "subscribed again";
+  queues.on_subscribed(mutex_channel);
+  EXPECT_EQ(a.woken, 2) << "a new subscription wakes every waiter";
+  queues.leave(mutex, &a.w, false);
+}
+
+TEST_F(WaitQueues, ACallHeardBeforeTheRefusedWaiterJoinedWakesIt) {
+  counted_waiter earlier;
+  queues.join(mutex, mutex_channel, &earlier.w, 1000, true, std::nullopt, true);
+  queues.leave(mutex, &earlier.w, false);  // the call channel stays subscribed, idle
+  const auto attempt_sent = steady::now();
+  queues.on_message(mutex_call, "1234");
+  counted_waiter late;
+  queues.join(mutex, mutex_channel, &late.w, 1000, true, attempt_sent, true);
+  EXPECT_EQ(late.woken, 1);
+  EXPECT_EQ(subscribed.size(), 1U) << "no new SUBSCRIBE: the idle channel was reused";
+  queues.leave(mutex, &late.w, false);
 }
 
 TEST_F(WaitQueues, ANewSubscriptionWakesEveryWaiterInstead) {

@@ -59,9 +59,10 @@ void acquisition::start() {
 }
 
 void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes,
-                                std::optional<clock::time_point> attempt_sent) {
+                                bool holder_calls, std::optional<clock::time_point> attempt_sent) {
   if (!begin()) return;
   attempt_sent_ = attempt_sent;
+  holder_calls_ = holder_calls;
   // The blocking caller's attempt was one that may wait: for a server queue of owners, it may
   // have joined it, and must leave it if this ends without a hold.
   may_be_in_line_ = attempted && p_.lock.protocol->waits_by_owner();
@@ -82,8 +83,7 @@ void acquisition::run(const acquisition_machine::action& a) {
     case kind::none:
       return;
     case kind::attempt:
-      if (a.holder_ttl_ms)
-        engine_->waiters_.saw_holder(waits_, *a.holder_ttl_ms, a.holder_publishes);
+      if (a.holder_ttl_ms && !saw_holder(a)) return;
       send_attempt();
       return;
     case kind::wait:
@@ -91,15 +91,17 @@ void acquisition::run(const acquisition_machine::action& a) {
         ++engine_->counters_.waited;
         ++engine_->counters_.of(p_.lock.protocol->kind()).waited;
         try {
-          engine_->waiters_.join(waits_, channel_, &waiter_, a.holder_ttl_ms, a.holder_publishes,
-                                 attempt_sent_);
+          if (engine_->waiters_.join(waits_, channel_, &waiter_, a.holder_ttl_ms,
+                                     a.holder_publishes, attempt_sent_, holder_calls_)) {
+            engine_->drop_idle_subscriptions_later();
+          }
         } catch (const error& e) {
           finish(e.code(), e.detail(), false);
           return;
         }
         in_queue_ = true;
-      } else if (a.holder_ttl_ms) {
-        engine_->waiters_.saw_holder(waits_, *a.holder_ttl_ms, a.holder_publishes);
+      } else if (a.holder_ttl_ms && !saw_holder(a)) {
+        return;
       }
       arm_timer(a.wake_at);
       return;
@@ -123,6 +125,18 @@ void acquisition::run(const acquisition_machine::action& a) {
         case verdict::failed:
           return;  // on_reply finishes with the error itself
       }
+  }
+}
+
+bool acquisition::saw_holder(const acquisition_machine::action& a) {
+  try {
+    if (engine_->waiters_.saw_holder(waits_, *a.holder_ttl_ms, a.holder_publishes, holder_calls_)) {
+      engine_->drop_idle_subscriptions_later();
+    }
+    return true;
+  } catch (const error& e) {  // subscribing to the shared channel failed (the client stopped)
+    finish(e.code(), e.detail(), false);
+    return false;
   }
 }
 
@@ -194,6 +208,7 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
     return;
   }
   const bool pending = in_queue_ && engine_->waiters_.has_wake_up(&waiter_);
+  holder_calls_ = outcome.holder_calls;
   run(machine_.on_held(clock::now(), outcome.holder_ttl_ms, pending, cancel_requested,
                        outcome.holder_publishes));
 }

@@ -45,10 +45,11 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   // On the I/O thread: begins with an attempt, or behind this client's earlier waiters.
   void start();
   // On the I/O thread: the blocking caller's attempt found the lock held with `ttl_ms` left
-  // (`attempted`; `holder_publishes`: whether that holder announces its release), or the caller
-  // queues behind earlier waiters that saw that much left. `attempt_sent`: when the caller's
-  // attempt was sent (nullopt: it made none).
-  void start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes,
+  // (`attempted`; `holder_publishes`: whether that holder announces its release; `holder_calls`:
+  // whether its release calls this client on its own channel, attempt_outcome::holder_calls),
+  // or the caller queues behind earlier waiters that saw that much left. `attempt_sent`: when
+  // the caller's attempt was sent (nullopt: it made none).
+  void start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes, bool holder_calls,
                      std::optional<clock::time_point> attempt_sent);
   // On the I/O thread: the client is stopping.
   void stop();
@@ -58,6 +59,8 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
  private:
   bool begin();
   void run(const acquisition_machine::action& a);
+  // Tells the wait queues of the holder `a` saw; false (and finished) when that failed.
+  bool saw_holder(const acquisition_machine::action& a);
   void send_attempt();
   void on_reply(const attempt_plan& plan, clock::time_point sent_at, bool others_waiting,
                 std::error_code ec, const reply& r);
@@ -81,6 +84,9 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   // When the latest attempt (this machine's or the blocking caller's) was sent: a wake-up heard
   // after it, before this waiter joined its queue, is not lost (wait_queues::join).
   std::optional<clock::time_point> attempt_sent_;
+  // Whether the holder the latest refused attempt saw calls this client on its own channel
+  // (attempt_outcome::holder_calls): the wait queues listen on the shared channel when not.
+  bool holder_calls_ = false;
   std::optional<asio::steady_timer> timer_;
   std::uint64_t timer_generation_ = 0;
   std::optional<std::stop_callback<std::function<void()>>> cancel_callback_;

@@ -1,5 +1,6 @@
 #include "locks/engine/lock_engine.hpp"
 
+#include <algorithm>
 #include <future>
 
 #include "locks/engine/acquisition.hpp"
@@ -325,6 +326,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
   }
   bool attempted = false;
   bool publishes = true;
+  bool calls = false;
   std::int64_t ttl = queued.value_or(-1);
   std::optional<clock::time_point> attempt_sent;
   if (!queued) {
@@ -355,6 +357,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
     attempted = true;
     ttl = first.holder_ttl_ms;
     publishes = first.holder_publishes;
+    calls = first.holder_calls;
   }
   // Wait on the I/O thread's machine; the outcome travels as a reply (integer 1: held).
   net::sync_call call;
@@ -366,8 +369,8 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
         if (ec == errc::replicas_unavailable) return done({}, reply::make_integer(2));
         done(ec, ec ? reply::make_error(detail) : reply::make_integer(held ? 1 : 0));
       });
-  io_.post([machine, ttl, attempted, publishes, attempt_sent] {
-    machine->start_waiting(ttl, attempted, publishes, attempt_sent);
+  io_.post([machine, ttl, attempted, publishes, calls, attempt_sent] {
+    machine->start_waiting(ttl, attempted, publishes, calls, attempt_sent);
   });
   const std::int64_t result = call.wait().integer;
   if (result == 2 && why != nullptr) *why = make_error_code(errc::replicas_unavailable);
@@ -538,14 +541,23 @@ lock_status lock_engine::status(const lock_ref& lock) {
   learn_deployment();
   lock_status s = lock.protocol->read_status(lock.name, call(lock.protocol->status(lock.name)));
   const std::string channel = lock.protocol->wake_channel(lock.name);
+  std::vector<std::string> channels{channel};
+  if (lock.protocol->wakes_by_line()) {
+    // dlock's waiters listen on their own call channels: those of the clients in the wait line.
+    const std::string line = wait_line_key(lock.name);
+    const std::string_view zrange[] = {"ZRANGE", line, "0", "999"};
+    const reply members = command(line, zrange);
+    for (const reply& m : members.elements)
+      channels.push_back(lock.protocol->call_channel(lock.name, m.str));
+  }
   // Waiters listen with sharded pub/sub on a cluster, on the node of the channel's slot.
   const bool sharded =
       io_.use([](route::router& router) { return router.mode() == topology::mode::cluster; });
-  const std::string_view numsub[] = {"PUBSUB", sharded ? "SHARDNUMSUB" : "NUMSUB", channel};
+  std::vector<std::string_view> numsub{"PUBSUB", sharded ? "SHARDNUMSUB" : "NUMSUB"};
+  numsub.insert(numsub.end(), channels.begin(), channels.end());
   const reply n = command(channel, numsub);
-  if (n.is_array() && n.elements.size() == 2) {
-    s.subscribers = static_cast<std::uint64_t>(n.elements[1].integer);
-  }
+  for (std::size_t i = 1; n.is_array() && i < n.elements.size(); i += 2)
+    s.subscribers += static_cast<std::uint64_t>(std::max<std::int64_t>(n.elements[i].integer, 0));
   return s;
 }
 

@@ -62,6 +62,10 @@ struct attempt_outcome {
   // client's hold (redis-py, redsync, node-redlock on a plain lock) does not: its waiters
   // re-check with a bounded backoff instead of sleeping until a message or the lease end.
   bool holder_publishes = true;
+  // held_by_other, for a type with a wait line: whether the holder's release calls the line's
+  // first client on that client's own channel (lock_protocol::call_channel), as dlock's do. When
+  // it does not (a Redisson holder), a waiter also listens on the shared wake channel.
+  bool holder_calls = false;
 };
 
 // A release of one hold. Every try carries the released hold's fencing token, so that a try
@@ -118,12 +122,18 @@ class lock_protocol {
     return wake_channel(name);
   }
 
-  // A type whose waiting clients stand in a wait line on the server (the reentrant lock; see
-  // docs/design/contention.md): its release reserves the lock for the first client in line and
-  // publishes that client's wake id (locks::wake_id()) right before the unlock message. A client
-  // wakes one waiter on its own id, nothing on another's, and skips the unlock message that
-  // follows an id; any other message counts as wake_ups() says.
+  // A type whose waiting clients stand in a wait line on the server (the reentrant and plain
+  // locks; see docs/design/contention.md): its release reserves the lock for the first client in
+  // line and calls that client alone, on call_channel(name, its wake id), before the unlock
+  // message on the shared wake_channel(). A waiting client listens on its call channel, where
+  // each message wakes one waiter, and on the shared channel only while a holder that does not
+  // call holds the lock (attempt_outcome::holder_calls).
   virtual bool wakes_by_line() const noexcept { return false; }
+  virtual std::string call_channel(std::string_view name, std::string_view wake_id) const {
+    (void)name;
+    (void)wake_id;
+    return {};
+  }
   // How often a client's first waiter makes an attempt while it waits without a wake-up, to keep
   // the client's place in the line (zero: only at the holder's lease end).
   virtual std::chrono::milliseconds wait_refresh() const { return std::chrono::milliseconds(0); }

@@ -21,46 +21,125 @@ void wait_queues::lock_waiters::saw_holder(std::int64_t ttl_ms, bool publishes) 
                          : std::nullopt;
 }
 
-void wait_queues::join(const lock_ref& lock, const std::string& channel, waiter* w,
-                       std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes,
-                       std::optional<steady_clock::time_point> attempt_sent) {
-  std::lock_guard guard(mutex_);
-  auto [channel_it, new_channel] = channels_.try_emplace(channel);
-  if (!new_channel && channel_it->second.locks.empty()) {
+bool wait_queues::listen(const lock_ref& lock, const std::string& channel, bool calls) {
+  auto [it, fresh] = channels_.try_emplace(channel);
+  if (fresh) {
+    try {
+      it->second.sub = subscribe_(channel);
+    } catch (...) {
+      channels_.erase(it);
+      throw;
+    }
+  } else if (it->second.locks.empty()) {
     // Idle, still subscribed: taken back into use without a new SUBSCRIBE.
     std::erase_if(idle_, [&](const idle_channel& i) { return i.channel == channel; });
   }
-  if (new_channel) {
-    try {
-      channel_it->second.sub = subscribe_(channel);
-    } catch (...) {
-      channels_.erase(channel_it);
-      throw;
+  it->second.calls = calls;
+  if (std::find(it->second.locks.begin(), it->second.locks.end(), lock) == it->second.locks.end()) {
+    it->second.locks.push_back(lock);
+  }
+  return fresh;
+}
+
+subscription wait_queues::stop_listening(const lock_ref& lock, const std::string& channel) {
+  const auto ch = channels_.find(channel);
+  if (ch == channels_.end()) return {};
+  auto& locks = ch->second.locks;
+  locks.erase(std::remove(locks.begin(), locks.end(), lock), locks.end());
+  if (!locks.empty()) return {};
+  // The channel's last listener: it stays subscribed for a while, since the next lock() of the
+  // same name (a loop, a busy lock) would subscribe again, and a fresh subscription wakes every
+  // waiter (on_subscribed). Beyond idle_channels_kept, the oldest idle one goes now.
+  idle_.push_back({channel, steady_clock::now()});
+  if (idle_.size() <= idle_channels_kept) return {};
+  const auto oldest = channels_.find(idle_.front().channel);
+  idle_.pop_front();
+  if (oldest == channels_.end()) return {};
+  subscription last = std::move(oldest->second.sub);
+  channels_.erase(oldest);
+  return last;
+}
+
+bool wait_queues::heard_since(const std::string& channel, steady_clock::time_point since) const {
+  const auto ch = channels_.find(channel);
+  return ch != channels_.end() && ch->second.last_message && *ch->second.last_message >= since;
+}
+
+bool wait_queues::join(const lock_ref& lock, const std::string& channel, waiter* w,
+                       std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes,
+                       std::optional<steady_clock::time_point> attempt_sent, bool holder_calls) {
+  std::lock_guard guard(mutex_);
+  auto [it, new_lock] = locks_.try_emplace(lock);
+  lock_waiters& waiters = it->second;
+  if (new_lock) {
+    waiters.channel = channel;
+    if (lock.protocol->wakes_by_line()) {
+      waiters.call_channel = lock.protocol->call_channel(lock.name, own_wake_id_);
     }
   }
-  auto [it, new_lock] = locks_.try_emplace(lock);
-  if (new_lock) {
-    it->second.channel = channel;
-    channel_it->second.locks.push_back(lock);
+  // The shared channel too unless the holder seen calls this client on its own channel: a type
+  // without a line, a holder that does not call, or none seen yet (this waiter queued behind
+  // none without looking: as the lock's other waiters do, else).
+  const bool shared = waiters.call_channel.empty() ||
+                      (holder_ttl_ms ? !holder_calls : new_lock || waiters.on_shared);
+  bool fresh_call = false;
+  bool fresh_shared = false;
+  try {
+    if (!waiters.call_channel.empty()) fresh_call = listen(lock, waiters.call_channel, true);
+    if (shared && !waiters.on_shared) {
+      fresh_shared = listen(lock, waiters.channel, false);
+      waiters.on_shared = true;
+    }
+  } catch (...) {
+    if (new_lock) {
+      if (!waiters.call_channel.empty()) park(stop_listening(lock, waiters.call_channel));
+      locks_.erase(it);
+    }
+    throw;
   }
-  channel_it->second.by_line = channel_it->second.by_line || lock.protocol->wakes_by_line();
-  it->second.queue.push_back(w);
+  const bool went_idle = !shared && waiters.on_shared;
+  if (went_idle) {
+    waiters.on_shared = false;
+    park(stop_listening(lock, waiters.channel));
+  }
+  waiters.queue.push_back(w);
   // In the same critical section, so a newcomer never sees this waiter without the holder.
-  if (holder_ttl_ms) it->second.saw_holder(*holder_ttl_ms, holder_publishes);
+  if (holder_ttl_ms) waiters.saw_holder(*holder_ttl_ms, holder_publishes);
   // A message heard since the refused attempt left, before this waiter was here to take it: the
-  // release may have come after the server refused the attempt. (A new channel needs no such
-  // check: its subscription wakes every waiter, on_subscribed.) A spare attempt at worst.
-  const auto& heard = channel_it->second.last_message;
-  if (!new_channel && attempt_sent && heard && *heard >= *attempt_sent && !w->wake_up) {
+  // release may have come after the server refused the attempt. (A new subscription needs no
+  // such check: it wakes every waiter, on_subscribed.) A spare attempt at worst.
+  const bool heard =
+      attempt_sent &&
+      ((!waiters.call_channel.empty() && !fresh_call &&
+        heard_since(waiters.call_channel, *attempt_sent)) ||
+       (waiters.on_shared && !fresh_shared && heard_since(waiters.channel, *attempt_sent)));
+  if (heard && !w->wake_up) {
     w->wake_up = true;
     w->wake();
   }
+  return went_idle;
 }
 
-void wait_queues::saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool holder_publishes) {
+bool wait_queues::saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool holder_publishes,
+                             bool holder_calls) {
   std::lock_guard guard(mutex_);
   const auto it = locks_.find(lock);
-  if (it != locks_.end()) it->second.saw_holder(ttl_ms, holder_publishes);
+  if (it == locks_.end()) return false;
+  lock_waiters& waiters = it->second;
+  waiters.saw_holder(ttl_ms, holder_publishes);
+  if (waiters.call_channel.empty() || waiters.on_shared == !holder_calls) return false;
+  if (holder_calls) {
+    // Called by the holder's release: the shared channel's messages would wake this client for
+    // releases that call others. It goes idle (and is dropped with the idle ones).
+    waiters.on_shared = false;
+    park(stop_listening(lock, waiters.channel));
+    return true;
+  }
+  // A holder that only announces on the shared channel (a Redisson client). Its subscription's
+  // confirmation wakes every waiter, as a join's does.
+  (void)listen(lock, waiters.channel, false);
+  waiters.on_shared = true;
+  return false;
 }
 
 std::optional<std::int64_t> wait_queues::queued_ttl(const lock_ref& lock) {
@@ -102,29 +181,25 @@ subscription wait_queues::leave(const lock_ref& lock, waiter* w, bool give_back,
   if (std::exchange(w->wake_up, false) || give_back) give_wake_up(it->second);
   if (!queue.empty()) return {};
   if (last_of_lock != nullptr) *last_of_lock = true;
-  const std::string channel = it->second.channel;
+  const lock_waiters waiters = std::move(it->second);
   locks_.erase(it);
-  const auto ch = channels_.find(channel);
-  if (ch == channels_.end()) return {};
-  auto& locks = ch->second.locks;
-  locks.erase(std::remove(locks.begin(), locks.end(), lock), locks.end());
-  if (!locks.empty()) return {};
-  // The channel's last listener: it stays subscribed for a while, since the next lock() of the
-  // same name (a loop, a busy lock) would subscribe again, and a fresh subscription wakes every
-  // waiter (on_subscribed). Beyond idle_channels_kept, the oldest idle one goes now.
-  idle_.push_back({channel, steady_clock::now()});
-  if (idle_.size() <= idle_channels_kept) return {};
-  const auto oldest = channels_.find(idle_.front().channel);
-  idle_.pop_front();
-  if (oldest == channels_.end()) return {};
-  subscription last = std::move(oldest->second.sub);
-  channels_.erase(oldest);
+  subscription last;
+  if (waiters.on_shared) last = stop_listening(lock, waiters.channel);
+  if (!waiters.call_channel.empty()) {
+    subscription other = stop_listening(lock, waiters.call_channel);
+    // Either may have pushed the oldest idle channel out; one goes back now, the other later.
+    if (last) {
+      park(std::move(other));
+    } else {
+      last = std::move(other);
+    }
+  }
   return last;
 }
 
 std::vector<subscription> wait_queues::take_idle(steady_clock::time_point idle_since) {
   std::lock_guard guard(mutex_);
-  std::vector<subscription> out;
+  std::vector<subscription> out = std::exchange(parked_, {});
   while (!idle_.empty() && idle_.front().since <= idle_since) {
     const auto ch = channels_.find(idle_.front().channel);
     idle_.pop_front();
@@ -153,8 +228,11 @@ bool wait_queues::listens(const lock_ref& lock) {
     if (channels_.empty()) return false;
   }
   const std::string channel = lock.protocol->wake_channel(lock.name);
+  const std::string call = lock.protocol->wakes_by_line()
+                               ? lock.protocol->call_channel(lock.name, own_wake_id_)
+                               : std::string();
   std::lock_guard guard(mutex_);
-  return channels_.count(channel) != 0;
+  return channels_.count(channel) != 0 || (!call.empty() && channels_.count(call) != 0);
 }
 
 bool wait_queues::is_first(const lock_ref& lock, const waiter* w) {
@@ -189,27 +267,13 @@ void wait_queues::on_message(const std::string& channel, std::string_view payloa
   std::lock_guard guard(mutex_);
   const auto ch = channels_.find(channel);
   if (ch == channels_.end()) return;
-  const bool wake_id = is_wake_id(payload);
-  const bool after_wake_id = std::exchange(ch->second.after_wake_id, wake_id);
-  // Kept for waiters about to join (join()); on a wait line's channel another client's wake id
-  // can wake none of ours (elsewhere a number is a count of permits, say).
-  if (!(ch->second.by_line && wake_id && payload != own_wake_id_)) {
-    ch->second.last_message = steady_clock::now();
-  }
+  ch->second.last_message = steady_clock::now();  // kept for waiters about to join (join())
   // The message does not say which of the channel's locks it is about: each reads it (a spare
-  // attempt at worst, never a missed release).
+  // attempt at worst, never a missed release). On a call channel every message is one call.
   for (const lock_ref& lock : ch->second.locks) {
     const auto it = locks_.find(lock);
     if (it == locks_.end()) continue;
-    // A wait line's wake id wakes its own client only, and the unlock message right after an id
-    // woke the client the id named; every other message counts as the protocol reads it.
-    const bool by_line = lock.protocol->wakes_by_line();
-    std::size_t n = 0;
-    if (by_line && wake_id) {
-      n = payload == own_wake_id_ ? 1 : 0;
-    } else if (!by_line || !(after_wake_id && payload == "0")) {
-      n = lock.protocol->wake_ups(payload);
-    }
+    const std::size_t n = ch->second.calls ? 1 : lock.protocol->wake_ups(payload);
     if (n == lock_protocol::wake_everyone) {
       wake_every_waiter(it->second);
       continue;
@@ -224,7 +288,6 @@ void wait_queues::on_subscribed(const std::string& channel) {
   std::lock_guard guard(mutex_);
   const auto ch = channels_.find(channel);
   if (ch == channels_.end()) return;
-  ch->second.after_wake_id = false;
   for (const lock_ref& lock : ch->second.locks) {
     const auto it = locks_.find(lock);
     if (it != locks_.end()) wake_every_waiter(it->second);

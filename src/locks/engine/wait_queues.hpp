@@ -6,9 +6,11 @@
 //   - A message on a channel gives each lock listening there as many wake-ups as its protocol
 //     reads in it (lock_protocol::wake_ups; one for an unlock message): each to the first waiter
 //     of that lock that has none pending. The others sleep on.
-//   - For a type with a wait line (lock_protocol::wakes_by_line()), a wake id on the channel is
-//     one wake-up when it is this client's (`own_wake_id`), none otherwise, and the unlock
-//     message right after an id counts for nothing: it woke the client the id named.
+//   - A type with a wait line (lock_protocol::wakes_by_line()) is called on this client's own
+//     call channel (lock_protocol::call_channel with `own_wake_id`): each message there is one
+//     wake-up. Its waiters listen on the shared wake channel too only while the holder they saw
+//     does not call (attempt_outcome::holder_calls: a Redisson holder), so that a release heard
+//     by one waiting client does not reach every waiting process.
 //   - A (re)subscription gives every waiter on the channel a wake-up: messages sent while
 //     unsubscribed are lost, so everyone re-checks.
 //   - A waiter that joins an already subscribed channel after a message arrived there since its
@@ -55,12 +57,18 @@ class wait_queues {
   // channel subscribes it (and throws what subscribing throws). `holder_ttl_ms`: the holder's
   // lease left as the waiter's failed attempt saw it (-1: no TTL); nullopt if it made none.
   // `holder_publishes`: whether that holder announces its release (see attempt_outcome).
-  // `attempt_sent`: when that failed attempt was sent (nullopt: none).
-  void join(const lock_ref& lock, const std::string& channel, waiter* w,
+  // `attempt_sent`: when that failed attempt was sent (nullopt: none). `holder_calls`: whether
+  // that holder's release calls this client on its call channel (a type with a wait line only).
+  // Returns whether a channel went idle (the caller drops idle ones later: take_idle()).
+  bool join(const lock_ref& lock, const std::string& channel, waiter* w,
             std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes = true,
-            std::optional<std::chrono::steady_clock::time_point> attempt_sent = std::nullopt);
-  // A waiter's later attempt saw the holder with `ttl_ms` left.
-  void saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool holder_publishes = true);
+            std::optional<std::chrono::steady_clock::time_point> attempt_sent = std::nullopt,
+            bool holder_calls = false);
+  // A waiter's later attempt saw the holder with `ttl_ms` left. A type with a wait line starts
+  // or stops listening on the shared channel as `holder_calls` says (and throws what
+  // subscribing throws). Returns whether a channel went idle, as join().
+  bool saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool holder_publishes = true,
+                  bool holder_calls = false);
   // If this client has waiters for `lock` that saw its holder, and that holder announces its
   // release: the holder's lease left as they last saw it (-1: no TTL). Cheap when nobody waits
   // at all (the uncontended path).
@@ -74,8 +82,9 @@ class wait_queues {
   // `last_of_lock`, when given, is set to whether `w` was the lock's last waiter here.
   subscription leave(const lock_ref& lock, waiter* w, bool give_back, bool* last_of_lock = nullptr);
 
-  // The idle subscriptions idle since `idle_since` or earlier (time_point::max(): all), for the
-  // caller to drop; and when the next one will have been idle for idle_channel_linger.
+  // The idle subscriptions idle since `idle_since` or earlier (time_point::max(): all), and those
+  // let go while a lock's waiters changed channels, for the caller to drop; and when the next
+  // one will have been idle for idle_channel_linger.
   std::vector<subscription> take_idle(std::chrono::steady_clock::time_point idle_since);
   std::optional<std::chrono::steady_clock::time_point> next_idle_expiry();
 
@@ -103,7 +112,9 @@ class wait_queues {
 
  private:
   struct lock_waiters {
-    std::string channel;
+    std::string channel;       // the shared wake channel
+    std::string call_channel;  // this client's call channel (a type with a wait line), else ""
+    bool on_shared = false;    // listens on `channel`
     std::deque<waiter*> queue;
     // When the holder's lease ends, as the latest failed attempt saw it (nullopt: no TTL); only
     // meaningful once `holder_seen`.
@@ -115,12 +126,19 @@ class wait_queues {
   struct channel_listeners {
     subscription sub;
     std::vector<lock_ref> locks;
-    bool after_wake_id = false;  // the last message was a wake id
     // When the last message that could wake this client's waiters arrived (see join()).
     std::optional<std::chrono::steady_clock::time_point> last_message;
-    bool by_line = false;  // a type with a wait line listens here (its wake ids are numbers)
+    bool calls = false;  // this client's call channel: every message is one wake-up
   };
 
+  // Adds `lock` to the listeners of `channel`, subscribing it (or taking it back from the idle
+  // ones) as needed; returns whether the subscription is new. Throws what subscribing throws.
+  bool listen(const lock_ref& lock, const std::string& channel, bool calls);
+  // Removes `lock` from the listeners of `channel`; a channel left without any goes idle, and
+  // one idle beyond idle_channels_kept is returned for the caller to drop.
+  subscription stop_listening(const lock_ref& lock, const std::string& channel);
+  // Whether a message was heard on `channel` (already subscribed) at or after `since`.
+  bool heard_since(const std::string& channel, std::chrono::steady_clock::time_point since) const;
   static void give_wake_up(lock_waiters& waiters);
   static void wake_every_waiter(lock_waiters& waiters);
 
@@ -134,6 +152,12 @@ class wait_queues {
     std::chrono::steady_clock::time_point since;
   };
   std::deque<idle_channel> idle_;  // subscribed channels without listeners, oldest first
+  // Subscriptions no longer wanted, dropped by the caller with the idle ones (take_idle()): they
+  // were let go where dropping them (I/O) was not safe.
+  std::vector<subscription> parked_;
+  void park(subscription s) {
+    if (s) parked_.push_back(std::move(s));
+  }
 };
 
 }  // namespace dlock::locks

@@ -1,8 +1,11 @@
--- Deletes a reentrant lock whoever holds it and wakes its waiters; refuses any other key, so an
--- operator's typo cannot delete data.
+-- Deletes a reentrant lock whoever holds it and wakes its waiters, as a release does: the first
+-- client of its wait line (wait_line.lua, put in front) is called and the lock reserved for it,
+-- then the unlock message goes out. Refuses any other key, so an operator's typo cannot delete data.
 --
 -- KEYS[1] the lock hash   KEYS[2] the unlock channel   ARGV[1] unlock message ("0")
 --                                                      ARGV[2] "publish", or "spublish" on a cluster
+-- KEYS[3] the wait line   KEYS[4] its deadlines        ARGV[3] the reservation's grace (ms)
+-- KEYS[5] the reservation                              ARGV[4] the prefix of the call channels
 --
 -- A reentrant lock is a hash of at most 64 fields "<client id>:<holder>" -> positive hold count.
 -- Returns {1} when a lock was deleted, {0} when there was no key, {-1, what} when the key is not a
@@ -25,5 +28,6 @@ for i = 1, #fields, 2 do
   end
 end
 redis.call('del', KEYS[1])
+line_wake_head(KEYS[3], KEYS[4], KEYS[5], ARGV[4], ARGV[2], ARGV[3])
 redis.call(ARGV[2], KEYS[2], ARGV[1])
 return {1}

@@ -28,6 +28,10 @@
 --                                dlock = 1 when the holder is a dlock client (its release
 --                                publishes), 0 for a foreign holder (poll for its release); or
 --                                free but reserved for another client: its time left, dlock = 1
+--         {0, pttl, dlock, calls}  the same with a wait line; calls = 1 when the holder's
+--                                release calls the line's first client on its own channel (a
+--                                dlock::plain_lock holder, or a reservation), 0 when only the
+--                                shared channel hears it (Redlock's holders, which keep no line)
 --         {2}                    the client knows this owner already holds it
 --         {-1, what, name}       the key is not a plain lock: `what` names its kind for people,
 --                                `name` is KEYS[1]; nothing is changed
@@ -43,11 +47,17 @@ local dlock_value = '^' .. string.rep('%x', 32) .. ':%d+:%w+$'
 
 local lined = #KEYS >= 5 and ARGV[5] ~= nil and ARGV[5] ~= ''
 
-local function refused(pttl, dlock)
-  if lined and ARGV[6] == '1' then
+-- A dlock::plain_lock holder's nonce is its fencing token (decimal); Redlock's is random hex.
+local lined_value = '^' .. string.rep('%x', 32) .. ':%d+:%d+$'
+
+local function refused(pttl, dlock, calls)
+  if not lined then
+    return {0, pttl, dlock}
+  end
+  if ARGV[6] == '1' then
     line_join(KEYS[3], KEYS[4], ARGV[5], tonumber(ARGV[8]))
   end
-  return {0, pttl, dlock}
+  return {0, pttl, dlock, calls}
 end
 
 local kind = redis.call('type', KEYS[1]).ok
@@ -68,16 +78,19 @@ if holder then
     return {2}
   end
   if not mine then
-    local dlock = 0
+    local dlock, calls = 0, 0
     if string.find(holder, dlock_value) then
       dlock = 1
     end
-    return refused(redis.call('pttl', KEYS[1]), dlock)
+    if string.find(holder, lined_value) then
+      calls = 1
+    end
+    return refused(redis.call('pttl', KEYS[1]), dlock, calls)
   end
 elseif #KEYS >= 5 then
   local reserved = redis.call('get', KEYS[5])
   if reserved and reserved ~= ARGV[5] then
-    return refused(redis.call('pttl', KEYS[5]), 1)
+    return refused(redis.call('pttl', KEYS[5]), 1, 1)
   end
   if reserved then
     redis.call('del', KEYS[5])

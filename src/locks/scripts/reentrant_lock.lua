@@ -31,8 +31,11 @@
 --
 -- Returns {1, token}     acquired (first hold): token strictly greater than every earlier one
 --         {2, count}     re-entered: the holder's new hold count
---         {0, pttl}      held (or reserved) by someone else: milliseconds until its lease (or the
---                        reservation) ends (-1: no TTL)
+--         {0, pttl, calls}  held (or reserved) by someone else: milliseconds until its lease (or
+--                        the reservation) ends (-1: no TTL); calls = 1 when the holder's release
+--                        will call the line's first client on its own channel (a dlock holder,
+--                        or a reservation), 0 when only the shared channel will hear it (a
+--                        Redisson holder): a dlock waiter then listens there too
 --         {-1, what, name}  the key is not a reentrant lock: `what` names its kind for people
 --                        ("a read-write lock ...", "a semaphore or a latch ...", "a fair lock
 --                        ..." while its waiting list KEYS[6] exists), `name` is KEYS[1]
@@ -51,12 +54,17 @@ local function next_token()
   return token
 end
 
-local function refused(pttl)
+local function refused(pttl, calls)
   if ARGV[5] == '1' and id ~= '' then
     line_join(KEYS[3], KEYS[4], id, lifetime)
   end
-  return {0, pttl}
+  return {0, pttl, calls}
 end
+
+-- A dlock holder's field: its client id (32 hex digits) and an owner number. Redisson's client
+-- ids are UUIDs (with dashes). dlock 0.1 clients have the same form but do not call (they predate
+-- the line): behind one, a waiter is called by nobody and re-checks every line_refresh.
+local dlock_field = '^' .. string.rep('%x', 32) .. ':%d+$'
 
 -- Other kinds first, before any field of a hash is looked at: a read-write lock's reader field has
 -- the same form as ours, and a string would fail on HEXISTS with Redis's bare WRONGTYPE. A decimal
@@ -88,7 +96,7 @@ local free = kind == 'none'
 if free then
   local reserved = redis.call('get', KEYS[5])
   if reserved and reserved ~= id then
-    return refused(redis.call('pttl', KEYS[5]))
+    return refused(redis.call('pttl', KEYS[5]), 1)
   end
   if reserved then
     redis.call('del', KEYS[5])
@@ -109,4 +117,8 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {2, known + 1}
 end
-return refused(redis.call('pttl', KEYS[1]))
+local calls = 0
+if string.find(redis.call('hkeys', KEYS[1])[1] or '', dlock_field) then
+  calls = 1
+end
+return refused(redis.call('pttl', KEYS[1]), calls)

@@ -1,6 +1,7 @@
 -- Releases one hold of a reentrant lock; the last hold deletes it, reserves it for the first client
--- in its wait line and publishes that client's wake id (wait_line.lua, put in front), then the
--- unlock message that wakes waiters (Redisson's channel and message, so Redisson waiters wake too).
+-- in its wait line and calls that client on its own channel (wait_line.lua, put in front), then
+-- publishes the unlock message on the shared channel (Redisson's channel and message, so Redisson
+-- waiters wake too, and dlock's waiting behind Redisson holders).
 --
 -- KEYS[1] the lock hash          ARGV[1] unlock message ("0", as Redisson)
 -- KEYS[2] the unlock channel     ARGV[2] lease in milliseconds, re-set while holds remain
@@ -12,7 +13,7 @@
 --                                ARGV[6] "publish", or "spublish" on a Redis Cluster
 -- KEYS[4] the wait line          ARGV[7] how long the lock is held back for the woken client (ms)
 -- KEYS[5] the line's deadlines
--- KEYS[6] the reservation
+-- KEYS[6] the reservation        ARGV[8] the prefix of the clients' call channels
 --
 -- The client's count is the truth for its own field (see reentrant_lock.lua): the count is set,
 -- not decremented, so a hold the client never learned of cannot outlive its last unlock, and a
@@ -24,8 +25,9 @@
 -- own counter, so a counter above the released hold's token says that hold is over: the try
 -- changes nothing.
 --
--- Returns 1 released (last hold), 2 released and the unlock message reached a listener (a waiting
--- client: its holder's client writes its next release at once rather than with its next request),
+-- Returns 1 released (last hold), 2 released and the call or the unlock message reached a listener
+-- (a waiting client: its holder's client writes its next release at once rather than with its
+-- next request),
 -- 0 one hold fewer (still held), -1 not held by this holder.
 if ARGV[5] ~= '0' then
   local last = tonumber(redis.call('get', KEYS[3]) or '0')
@@ -42,8 +44,8 @@ if tonumber(ARGV[4]) > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-line_wake_head(KEYS[4], KEYS[5], KEYS[6], KEYS[2], ARGV[6], ARGV[7])
-if redis.call(ARGV[6], KEYS[2], ARGV[1]) > 0 then
+local called = line_wake_head(KEYS[4], KEYS[5], KEYS[6], ARGV[8], ARGV[6], ARGV[7])
+if redis.call(ARGV[6], KEYS[2], ARGV[1]) + called > 0 then
   return 2
 end
 return 1

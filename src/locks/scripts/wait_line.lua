@@ -1,13 +1,14 @@
--- The wait line of a reentrant lock N (docs/design/contention.md), shared by the scripts that use
--- it: this file is put in front of reentrant_lock.lua, reentrant_unlock.lua and
+-- The wait line of a lock N (docs/design/contention.md), shared by the scripts that use it: this
+-- file is put in front of the reentrant and plain locks' lock, unlock and force-unlock scripts and
 -- leave_wait_line.lua, never run alone.
 --
 -- The line holds clients, not threads: a client's wake id (a decimal number >= 2) in the ZSET
 -- `line` scored by arrival, with the server time by which it must attempt again to stay in line
 -- in the hash `deadlines`. Each attempt of a client that will wait refreshes its deadline. A
 -- release pops the first client still in time, reserves the freed lock for it (`reserved` = its
--- id, for `grace` ms) and publishes its id before the unlock message: only that client wakes a
--- waiter; Redisson's waiters ignore the id and act on the "0" as before.
+-- id, for `grace` ms) and calls it on its own channel, `call_prefix` .. id: only that client
+-- hears it. The unlock message on N's shared channel follows, for Redisson's waiters and for
+-- dlock's waiting behind a holder that does not call (a Redisson or dlock 0.1 client).
 
 local function line_now_ms()
   local t = redis.call('time')
@@ -41,13 +42,14 @@ local function line_leave(line, deadlines, id)
 end
 
 -- The lock is free: reserves it for the first client in line whose deadline has not passed (the
--- others left or died) and publishes that client's id. At most 100 stale entries per call.
-local function line_wake_head(line, deadlines, reserved, channel, publish, grace)
+-- others left or died) and publishes that client's id on its call channel. Returns how many
+-- connections heard the call (0 also when nobody was called). At most 100 stale entries per call.
+local function line_wake_head(line, deadlines, reserved, call_prefix, publish, grace)
   local now  -- read once someone is in line: most releases find the line empty
   for _ = 1, 100 do
     local head = redis.call('zrange', line, 0, 0)[1]
     if not head then
-      return
+      return 0
     end
     now = now or line_now_ms()
     redis.call('zrem', line, head)
@@ -55,8 +57,8 @@ local function line_wake_head(line, deadlines, reserved, channel, publish, grace
     redis.call('hdel', deadlines, head)
     if deadline >= now then
       redis.call('set', reserved, head, 'px', grace)
-      redis.call(publish, channel, head)
-      return
+      return redis.call(publish, call_prefix .. head, head)
     end
   end
+  return 0
 end

@@ -49,7 +49,7 @@ plain_protocol::plain_protocol()
       unlock_(with_wait_line(scripts::plain_unlock)),
       leave_line_(with_wait_line(scripts::leave_wait_line)),
       renew_(std::string(scripts::plain_renew)),
-      force_(std::string(scripts::plain_force_unlock)),
+      force_(with_wait_line(scripts::plain_force_unlock)),
       status_(std::string(scripts::plain_status)) {}
 
 std::string plain_protocol::wake_channel(std::string_view name) const {
@@ -68,6 +68,10 @@ script_call plain_protocol::attempt(const attempt_request& request) const {
   return call;
 }
 
+std::string plain_protocol::call_channel(std::string_view name, std::string_view wake_id) const {
+  return locks::call_channel(name, wake_id);
+}
+
 std::chrono::milliseconds plain_protocol::wait_refresh() const {
   return line_refresh;
 }
@@ -78,8 +82,8 @@ std::optional<script_call> plain_protocol::leave_line(std::string_view name,
 }
 
 attempt_outcome plain_protocol::read_attempt(const reply& r) const {
-  // {1, token} acquired, {0, pttl, dlock} held by another, {2} held by this owner, {-1, what,
-  // name} another kind (plain_lock.lua).
+  // {1, token} acquired, {0, pttl, dlock, calls} held by another, {2} held by this owner, {-1,
+  // what, name} another kind (plain_lock.lua).
   if (is_kind_refusal(r)) throw_kind_refusal(r, "a plain lock (dlock::plain_lock)");
   if (!r.is_array() || r.elements.empty()) unexpected("lock", r);
   attempt_outcome out;
@@ -91,10 +95,11 @@ attempt_outcome plain_protocol::read_attempt(const reply& r) const {
       out.count = 1;
       return out;
     case 0:
-      if (r.elements.size() != 3) unexpected("lock", r);
+      if (r.elements.size() != 4) unexpected("lock", r);
       out.status = attempt_outcome::kind::held_by_other;
       out.holder_ttl_ms = r.elements[1].integer < 0 ? -1 : r.elements[1].integer;
       out.holder_publishes = r.elements[2].integer == 1;
+      out.holder_calls = r.elements[3].integer == 1;
       return out;
     case 2:
       // The engine refuses a re-lock before sending it; a reply saying so is the same mistake.
@@ -111,7 +116,8 @@ script_call plain_protocol::release(const release_request& request) const {
   return {&unlock_,
           {request.name, plain_unlock_channel(request.name), wait_line_key(request.name),
            wait_line_deadlines_key(request.name), reservation_key(request.name)},
-          {plain_lock_value(request.owner, request.token), "publish", ms_arg(reservation_grace)},
+          {plain_lock_value(request.owner, request.token), "publish", ms_arg(reservation_grace),
+           call_channel_prefix(request.name)},
           1};
 }
 
@@ -146,7 +152,12 @@ std::vector<bool> plain_protocol::read_renewal(const reply& r, std::size_t targe
 }
 
 script_call plain_protocol::force_release(std::string_view name) const {
-  return {&force_, {std::string(name), plain_unlock_channel(name)}, {"publish"}, 0};
+  script_call call{&force_,
+                   {std::string(name), plain_unlock_channel(name)},
+                   {"publish", ms_arg(reservation_grace), call_channel_prefix(name)},
+                   0};
+  append_line_keys(call.keys, name);
+  return call;
 }
 
 bool plain_protocol::read_force_release(std::string_view name, const reply& r) const {
@@ -203,12 +214,8 @@ lock_status plain_protocol::read_status(std::string_view name, const reply& r) c
 }
 
 std::vector<std::string_view> plain_protocol::scripts() const {
-  return {lock_.source(),
-          unlock_.source(),
-          leave_line_.source(),
-          scripts::plain_renew,
-          scripts::plain_force_unlock,
-          scripts::plain_status};
+  return {lock_.source(),       unlock_.source(), leave_line_.source(),
+          scripts::plain_renew, force_.source(),  scripts::plain_status};
 }
 
 }  // namespace dlock::locks

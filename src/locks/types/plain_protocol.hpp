@@ -23,6 +23,7 @@ class plain_protocol final : public lock_protocol {
   bool reentrant() const noexcept override { return false; }
   std::string wake_channel(std::string_view name) const override;
   bool wakes_by_line() const noexcept override { return true; }
+  std::string call_channel(std::string_view name, std::string_view wake_id) const override;
   std::chrono::milliseconds wait_refresh() const override;
   std::optional<script_call> leave_line(std::string_view name,
                                         std::string_view owner) const override;

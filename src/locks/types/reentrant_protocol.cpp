@@ -29,11 +29,16 @@ reentrant_protocol::reentrant_protocol()
       unlock_(with_wait_line(scripts::reentrant_unlock)),
       leave_line_(with_wait_line(scripts::leave_wait_line)),
       renew_(std::string(scripts::renew_leases)),
-      force_(std::string(scripts::force_unlock)),
+      force_(with_wait_line(scripts::force_unlock)),
       status_(std::string(scripts::lock_status)) {}
 
 std::string reentrant_protocol::wake_channel(std::string_view name) const {
   return unlock_channel(name);
+}
+
+std::string reentrant_protocol::call_channel(std::string_view name,
+                                             std::string_view wake_id) const {
+  return locks::call_channel(name, wake_id);
 }
 
 std::chrono::milliseconds reentrant_protocol::wait_refresh() const {
@@ -67,7 +72,7 @@ script_call reentrant_protocol::release(const release_request& request) const {
            reservation_key(request.name)},
           {std::string(unlock_message), ms_arg(request.lease), request.owner,
            std::to_string(request.remaining), std::to_string(request.token), "publish",
-           ms_arg(reservation_grace)},
+           ms_arg(reservation_grace), call_channel_prefix(request.name)},
           5};
 }
 
@@ -89,10 +94,13 @@ std::vector<bool> reentrant_protocol::read_renewal(const reply& r, std::size_t t
 }
 
 script_call reentrant_protocol::force_release(std::string_view name) const {
-  return {&force_,
-          {std::string(name), unlock_channel(name)},
-          {std::string(unlock_message), "publish"},
-          1};
+  script_call call{&force_,
+                   {std::string(name), unlock_channel(name)},
+                   {std::string(unlock_message), "publish", ms_arg(reservation_grace),
+                    call_channel_prefix(name)},
+                   1};
+  append_line_keys(call.keys, name);
+  return call;
 }
 
 bool reentrant_protocol::read_force_release(std::string_view name, const reply& r) const {
@@ -159,8 +167,8 @@ lock_status reentrant_protocol::read_status(std::string_view name, const reply& 
 }
 
 std::vector<std::string_view> reentrant_protocol::scripts() const {
-  return {lock_.source(),        unlock_.source(),      leave_line_.source(),
-          scripts::renew_leases, scripts::force_unlock, scripts::lock_status};
+  return {lock_.source(),        unlock_.source(), leave_line_.source(),
+          scripts::renew_leases, force_.source(),  scripts::lock_status};
 }
 
 }  // namespace dlock::locks

@@ -19,6 +19,7 @@ class reentrant_protocol final : public lock_protocol {
   std::string_view kind() const noexcept override { return "reentrant"; }
   std::string wake_channel(std::string_view name) const override;
   bool wakes_by_line() const noexcept override { return true; }
+  std::string call_channel(std::string_view name, std::string_view wake_id) const override;
   std::chrono::milliseconds wait_refresh() const override;
   std::optional<script_call> leave_line(std::string_view name,
                                         std::string_view owner) const override;

@@ -40,8 +40,15 @@ std::optional<attempt_outcome> decode_hold_status(std::int64_t status, std::int6
 
 attempt_outcome read_rlock_attempt(const reply& r, std::string_view kind, std::string_view label) {
   if (is_kind_refusal(r)) throw_kind_refusal(r, kind);
-  if (!r.is_array() || r.elements.size() != 2) unexpected(label, "lock", r);
-  if (auto out = decode_hold_status(r.elements[0].integer, r.elements[1].integer)) return *out;
+  // {status, value}, and for a refusal with a wait line {0, pttl, calls} (reentrant_lock.lua).
+  if (!r.is_array() || r.elements.size() < 2 || r.elements.size() > 3) unexpected(label, "lock", r);
+  if (auto out = decode_hold_status(r.elements[0].integer, r.elements[1].integer)) {
+    if (r.elements.size() == 3) {
+      if (out->status != attempt_outcome::kind::held_by_other) unexpected(label, "lock", r);
+      out->holder_calls = r.elements[2].integer == 1;
+    }
+    return *out;
+  }
   unexpected(label, "lock", r);
 }
 

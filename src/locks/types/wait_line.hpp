@@ -52,7 +52,7 @@ inline script_call leave_line_call(const script& leave, std::string_view name, s
   script_call call{&leave, {std::string(name), std::move(channel)}, {}, 1};
   append_line_keys(call.keys, name);
   call.args = {wake_id(owner), "publish", std::to_string(reservation_grace.count()),
-               std::string(unlock_message)};
+               std::string(unlock_message), call_channel_prefix(name)};
   return call;
 }
 
