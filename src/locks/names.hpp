@@ -151,10 +151,11 @@ inline std::string reservation_key(std::string_view name) {
 //
 // "dlock:call:{N}:<wake id>" for ordinary names: where a release of N that reserves the lock for
 // the first client in N's wait line calls that client, and only it (docs/design/contention.md).
-// In N's slot, as every derived key. call_channel_prefix(N) + id == call_channel(N, id): the
-// scripts build the channel of the client they call from the prefix.
+// own_key()'s form, whose hash tag is always the first one: what follows it (the id) cannot move
+// the channel out of N's slot. call_channel_prefix(N) + id == call_channel(N, id): the scripts
+// build the channel of the client they call from the prefix.
 inline std::string call_channel_prefix(std::string_view name) {
-  return derived_key("dlock:call", name).append(":");
+  return own_key("dlock:call", name).append(":");
 }
 inline std::string call_channel(std::string_view name, std::string_view wake_id) {
   return call_channel_prefix(name).append(wake_id);

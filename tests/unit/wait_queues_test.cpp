@@ -129,6 +129,36 @@ TEST_F(WaitQueues, BehindAHolderThatDoesNotCallTheSharedChannelIsSubscribedToo) 
   queues.leave(mutex, &a.w, false);
 }
 
+// The waiter's attempt finds a Redisson holder, whose release arrives on the shared channel (still
+// subscribed from an earlier wait) before the attempt's reply: that release must wake it.
+TEST_F(WaitQueues, AReleaseOnTheSharedChannelBeforeTheReplyThatSawARedissonHolderWakesTheWaiter) {
+  counted_waiter earlier;
+  queues.join(mutex, mutex_channel, &earlier.w, 1000, true, std::nullopt, false);
+  queues.leave(mutex, &earlier.w, false);  // both channels idle, still subscribed
+  counted_waiter a;
+  queues.join(mutex, mutex_channel, &a.w, 1000, true, std::nullopt, true);  // a dlock holder
+  const auto attempt_sent = steady::now();
+  queues.on_message(mutex_channel, "0");  // Redisson's release, before the reply below
+  EXPECT_EQ(a.woken, 0) << "not listening there yet";
+  queues.saw_holder(mutex, 1000, true, /*holder_calls=*/false, &a.w, attempt_sent);
+  EXPECT_EQ(a.woken, 1) << "the release heard meanwhile must wake the waiter";
+  EXPECT_EQ(subscribed.size(), 2U) << "no new SUBSCRIBE";
+  queues.leave(mutex, &a.w, false);
+}
+
+// A blocking caller's observation reaches the queues after another waiter's newer one: an older
+// "the holder calls" must not take the lock off the shared channel a Redisson holder needs.
+TEST_F(WaitQueues, AnOlderObservationDoesNotLeaveTheSharedChannel) {
+  counted_waiter newer;
+  counted_waiter older;
+  queues.join(mutex, mutex_channel, &newer.w, 1000, true, std::nullopt, /*holder_calls=*/false);
+  queues.join(mutex, mutex_channel, &older.w, 1000, true, std::nullopt, /*holder_calls=*/true);
+  queues.on_message(mutex_channel, "0");
+  EXPECT_EQ(newer.woken, 1) << "still listening on the shared channel";
+  queues.leave(mutex, &newer.w, false);
+  queues.leave(mutex, &older.w, false);
+}
+
 TEST_F(WaitQueues, ACallHeardBeforeTheRefusedWaiterJoinedWakesIt) {
   counted_waiter earlier;
   queues.join(mutex, mutex_channel, &earlier.w, 1000, true, std::nullopt, true);

@@ -91,10 +91,8 @@ void acquisition::run(const acquisition_machine::action& a) {
         ++engine_->counters_.waited;
         ++engine_->counters_.of(p_.lock.protocol->kind()).waited;
         try {
-          if (engine_->waiters_.join(waits_, channel_, &waiter_, a.holder_ttl_ms,
-                                     a.holder_publishes, attempt_sent_, holder_calls_)) {
-            engine_->drop_idle_subscriptions_later();
-          }
+          engine_->waiters_.join(waits_, channel_, &waiter_, a.holder_ttl_ms, a.holder_publishes,
+                                 attempt_sent_, holder_calls_);
         } catch (const error& e) {
           finish(e.code(), e.detail(), false);
           return;
@@ -130,7 +128,8 @@ void acquisition::run(const acquisition_machine::action& a) {
 
 bool acquisition::saw_holder(const acquisition_machine::action& a) {
   try {
-    if (engine_->waiters_.saw_holder(waits_, *a.holder_ttl_ms, a.holder_publishes, holder_calls_)) {
+    if (engine_->waiters_.saw_holder(waits_, *a.holder_ttl_ms, a.holder_publishes, holder_calls_,
+                                     &waiter_, attempt_sent_)) {
       engine_->drop_idle_subscriptions_later();
     }
     return true;

@@ -65,7 +65,7 @@ bool wait_queues::heard_since(const std::string& channel, steady_clock::time_poi
   return ch != channels_.end() && ch->second.last_message && *ch->second.last_message >= since;
 }
 
-bool wait_queues::join(const lock_ref& lock, const std::string& channel, waiter* w,
+void wait_queues::join(const lock_ref& lock, const std::string& channel, waiter* w,
                        std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes,
                        std::optional<steady_clock::time_point> attempt_sent, bool holder_calls) {
   std::lock_guard guard(mutex_);
@@ -79,9 +79,10 @@ bool wait_queues::join(const lock_ref& lock, const std::string& channel, waiter*
   }
   // The shared channel too unless the holder seen calls this client on its own channel: a type
   // without a line, a holder that does not call, or none seen yet (this waiter queued behind
-  // none without looking: as the lock's other waiters do, else).
-  const bool shared = waiters.call_channel.empty() ||
-                      (holder_ttl_ms ? !holder_calls : new_lock || waiters.on_shared);
+  // none without looking). Never dropped here: a blocking caller's observation reaches the I/O
+  // thread late, and may be older than what another waiter's attempt saw since.
+  const bool shared = waiters.call_channel.empty() || (holder_ttl_ms ? !holder_calls : new_lock) ||
+                      waiters.on_shared;
   bool fresh_call = false;
   bool fresh_shared = false;
   try {
@@ -96,11 +97,6 @@ bool wait_queues::join(const lock_ref& lock, const std::string& channel, waiter*
       locks_.erase(it);
     }
     throw;
-  }
-  const bool went_idle = !shared && waiters.on_shared;
-  if (went_idle) {
-    waiters.on_shared = false;
-    park(stop_listening(lock, waiters.channel));
   }
   waiters.queue.push_back(w);
   // In the same critical section, so a newcomer never sees this waiter without the holder.
@@ -117,11 +113,11 @@ bool wait_queues::join(const lock_ref& lock, const std::string& channel, waiter*
     w->wake_up = true;
     w->wake();
   }
-  return went_idle;
 }
 
 bool wait_queues::saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool holder_publishes,
-                             bool holder_calls) {
+                             bool holder_calls, waiter* w,
+                             std::optional<steady_clock::time_point> attempt_sent) {
   std::lock_guard guard(mutex_);
   const auto it = locks_.find(lock);
   if (it == locks_.end()) return false;
@@ -135,10 +131,16 @@ bool wait_queues::saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool hol
     park(stop_listening(lock, waiters.channel));
     return true;
   }
-  // A holder that only announces on the shared channel (a Redisson client). Its subscription's
-  // confirmation wakes every waiter, as a join's does.
-  (void)listen(lock, waiters.channel, false);
+  // A holder that only announces on the shared channel (a Redisson client). A new subscription's
+  // confirmation wakes every waiter, as a join's does; a channel still subscribed (idle, or kept
+  // by another lock) may have brought that holder's release before this lock listened there.
+  const bool fresh = listen(lock, waiters.channel, false);
   waiters.on_shared = true;
+  if (!fresh && w != nullptr && attempt_sent && heard_since(waiters.channel, *attempt_sent) &&
+      !w->wake_up) {
+    w->wake_up = true;
+    w->wake();
+  }
   return false;
 }
 

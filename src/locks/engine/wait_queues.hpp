@@ -59,16 +59,20 @@ class wait_queues {
   // `holder_publishes`: whether that holder announces its release (see attempt_outcome).
   // `attempt_sent`: when that failed attempt was sent (nullopt: none). `holder_calls`: whether
   // that holder's release calls this client on its call channel (a type with a wait line only).
-  // Returns whether a channel went idle (the caller drops idle ones later: take_idle()).
-  bool join(const lock_ref& lock, const std::string& channel, waiter* w,
+  // A join never lets a channel go: only a later attempt's saw_holder() does (a blocking
+  // caller's observation reaches the queues late, and may be older than one recorded meanwhile).
+  void join(const lock_ref& lock, const std::string& channel, waiter* w,
             std::optional<std::int64_t> holder_ttl_ms, bool holder_publishes = true,
             std::optional<std::chrono::steady_clock::time_point> attempt_sent = std::nullopt,
             bool holder_calls = false);
-  // A waiter's later attempt saw the holder with `ttl_ms` left. A type with a wait line starts
-  // or stops listening on the shared channel as `holder_calls` says (and throws what
-  // subscribing throws). Returns whether a channel went idle, as join().
+  // A waiter's later attempt, sent at `attempt_sent`, saw the holder with `ttl_ms` left. A type
+  // with a wait line starts or stops listening on the shared channel as `holder_calls` says (and
+  // throws what subscribing throws); when it starts on a channel still subscribed, a message
+  // heard there since the attempt wakes `w`, as join() does. Returns whether a channel went
+  // idle (the caller drops idle ones later: take_idle()).
   bool saw_holder(const lock_ref& lock, std::int64_t ttl_ms, bool holder_publishes = true,
-                  bool holder_calls = false);
+                  bool holder_calls = false, waiter* w = nullptr,
+                  std::optional<std::chrono::steady_clock::time_point> attempt_sent = std::nullopt);
   // If this client has waiters for `lock` that saw its holder, and that holder announces its
   // release: the holder's lease left as they last saw it (-1: no TTL). Cheap when nobody waits
   // at all (the uncontended path).
