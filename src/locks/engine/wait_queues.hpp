@@ -111,7 +111,6 @@ class wait_queues {
   void wake_all();
 
   void on_message(const std::string& channel, std::string_view payload);
-  const std::string& own_wake_id() const noexcept { return own_wake_id_; }
   void on_subscribed(const std::string& channel);
 
  private:
