@@ -123,10 +123,23 @@ constexpr std::string_view naive_release_lua =
 constexpr std::string_view floor_release_lua =
     "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) "
     "redis.call('publish', KEYS[2], '0') return 1 end return 0";
+// The grant floor's scripts (one server only: the release names the channel it publishes on).
+// An attempt takes the lock or joins the line (KEYS[2]); a release hands the lock to the first in
+// line, which learns it from a message on its own channel, or deletes it.
+constexpr std::string_view grant_acquire_lua =
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end "
+    "redis.call('rpush', KEYS[2], ARGV[1]) return 0";
+constexpr std::string_view grant_release_lua =
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end "
+    "local next = redis.call('lpop', KEYS[2]) "
+    "if next then redis.call('set', KEYS[1], next, 'PX', ARGV[2]) "
+    "redis.call('publish', KEYS[1] .. ':grant:' .. next, '1') return 2 end "
+    "redis.call('del', KEYS[1]) return 1";
 // Commands the lock scripts of either side run inside Redis: not sent by a client.
 constexpr std::string_view script_inner_commands[] = {
-    "exists", "hexists", "hset",    "hget", "hincrby",  "hdel", "pexpire", "pttl",   "type",
-    "time",   "get",     "publish", "del",  "spublish", "zadd", "zrem",    "zrange", "hkeys"};
+    "exists", "hexists", "hset",   "hget",  "hincrby", "hdel", "pexpire",
+    "pttl",   "type",    "time",   "get",   "publish", "del",  "spublish",
+    "zadd",   "zrem",    "zrange", "hkeys", "rpush",   "lpop"};
 // SET is sent by the naive client, and run inside dlock's scripts (the fencing counter).
 constexpr std::string_view harness_commands[] = {"info", "config", "flushall"};
 // A connection's own commands (its handshake, its subscriptions): a process sends them once per
@@ -274,6 +287,47 @@ class floor_lock {
   std::string sha_;
 };
 
+// The grant floor: what a handoff costs when the waiter makes no attempt at all. The release
+// hands the lock to the first process in line (sets the key to its token) and tells it on its own
+// channel; the waiter, asleep in its subscriber socket's read, holds the lock when the message
+// comes. One wake-up of the waiter and one script fewer than any wake-then-attempt design (the
+// floor above, dlock, Redisson): the least a handoff through Redis costs on this machine. A
+// benchmark's lock only: a waiter that dies in line is granted the lock all the same.
+class grant_lock {
+ public:
+  grant_lock(const redis_endpoint& at, std::string key)
+      : c_(connect_hiredis(at)),
+        sub_(connect_hiredis(at)),
+        key_(std::move(key)),
+        line_(key_ + ":line"),
+        token_(std::to_string(::getpid()) + ":" + std::to_string(next_id_++)) {
+    acquire_sha_ = run(c_.get(), {"SCRIPT", "LOAD", std::string(grant_acquire_lua)})->str;
+    release_sha_ = run(c_.get(), {"SCRIPT", "LOAD", std::string(grant_release_lua)})->str;
+    run(sub_.get(), {"SUBSCRIBE", key_ + ":grant:" + token_});  // the confirmation
+  }
+  void lock() {
+    const hiredis_reply r =
+        run(c_.get(), {"EVALSHA", acquire_sha_, "2", key_, line_, token_, "30000"});
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return;
+    void* message = nullptr;  // the grant: the lock is ours
+    if (redisGetReply(sub_.get(), &message) != REDIS_OK) {
+      throw std::runtime_error(std::string("hiredis: ") + sub_->errstr);
+    }
+    freeReplyObject(message);
+  }
+  void unlock() { run(c_.get(), {"EVALSHA", release_sha_, "2", key_, line_, token_, "30000"}); }
+
+ private:
+  static inline std::atomic<int> next_id_{0};
+  hiredis_context c_;
+  hiredis_context sub_;
+  std::string key_;
+  std::string line_;
+  std::string token_;
+  std::string acquire_sha_;
+  std::string release_sha_;
+};
+
 // --- children ----------------------------------------------------------------------------------
 
 // A lock either side's child uses: lock() blocks until held.
@@ -302,6 +356,16 @@ class floor_side final : public any_lock {
 
  private:
   floor_lock l_;
+};
+
+class grant_side final : public any_lock {
+ public:
+  grant_side(const redis_endpoint& at, const std::string& key) : l_(at, key) {}
+  void lock() override { l_.lock(); }
+  void unlock() override { l_.unlock(); }
+
+ private:
+  grant_lock l_;
 };
 
 class naive_side final : public any_lock {
@@ -373,6 +437,7 @@ std::unique_ptr<any_lock> make_lock(const child_args& a, dlock::client* client,
     return std::make_unique<naive_side>(naive_lock(endpoint_of(a.url), key, retry));
   }
   if (a.side == "floor") return std::make_unique<floor_side>(endpoint_of(a.url), key);
+  if (a.side == "grant") return std::make_unique<grant_side>(endpoint_of(a.url), key);
 #ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
   if (a.side == "redis++") return std::make_unique<rpp_side>(endpoint_of(a.url), key, retry);
 #endif
@@ -748,9 +813,9 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
                      const std::string& side, const script_side* script, int processes, int threads,
                      bool own_keys, int hold_ms, int think_ms, const std::string& key,
                      pid_t server_pid) {
-  admin.command({"DEL", key});
+  admin.command({"DEL", key, key + ":line"});  // the grant floor's line too
   admin.command({"CONFIG", "RESETSTAT"});
-  const bool inner_set = side == "dlock" || (script && script->inner_set);
+  const bool inner_set = side == "dlock" || side == "grant" || (script && script->inner_set);
   const double children_before = children_cpu_seconds();
   // Interpreters take longer to start (imports, connections): every process starts its clock
   // at the same moment, after all of them are up.
@@ -862,7 +927,7 @@ double rtt_in_child(const bench_options& o, const std::string& url, int cpu) {
 std::vector<double> run_handoff(const bench_options& o, const std::string& url,
                                 dlock::client& admin, const std::string& side) {
   const std::string key = "bench:handoff:" + side;
-  admin.command({"DEL", key});
+  admin.command({"DEL", key, key + ":line"});
   const std::vector<std::string> args{"dlock_bench_processes",
                                       "--child",
                                       "handoff",
@@ -1027,10 +1092,16 @@ int run_parent(const bench_options& o) {
   double naive_a_per_second = 0;                // the naive lock's (a), for the script floor
   std::vector<std::string> against_rpp;         // one line per scenario
   for (const scenario& s : scenarios) {
+    // Processes on one key also run the two handoff floors on hiredis (no threads): the seeds'
+    // lock woken by pub/sub, and the grant floor. With the lock never free for long, a layout's
+    // rate is 1 / (hold + handoff): theirs is the most a wake-then-attempt client, and any client
+    // of a lock through Redis, reaches here.
+    std::vector<std::string> here = sides;
+    if (s.name != "a" && s.name != "b") here.insert(here.end(), {"floor", "grant"});
     std::map<std::string, std::vector<load_result>> runs;
     for (int round = 0; round < o.repeat; ++round) {
-      for (std::size_t i = 0; i < sides.size(); ++i) {  // each round starts with another side
-        const std::string& side = sides[(static_cast<std::size_t>(round) + i) % sides.size()];
+      for (std::size_t i = 0; i < here.size(); ++i) {  // each round starts with another side
+        const std::string& side = here[(static_cast<std::size_t>(round) + i) % here.size()];
         const auto script = scripts.find(side);
         runs[side].push_back(run_load(o, url, admin, side,
                                       script == scripts.end() ? nullptr : &script->second,
@@ -1039,14 +1110,14 @@ int run_parent(const bench_options& o) {
       }
     }
     const load_result naive = median_of(runs["naive"]);
-    for (const std::string& side : sides) {
+    for (const std::string& side : here) {
       const load_result r = median_of(runs[side]);
       print_load(s.name.c_str(), side, r, side == "naive" ? 0 : naive.per_second, o.seconds);
       if (s.name == "a") a_lock_p50_us[side] = percentile(r.waits_us, 50);
       if (s.name == "a" && side == "naive") naive_a_per_second = r.per_second;
     }
     std::string blocked_line = "  " + s.name + ": ms in lock() + unlock() per cycle, p50 / p99:";
-    for (const std::string& side : sides) {
+    for (const std::string& side : here) {
       const load_result r = median_of(runs[side]);
       if (r.blocked_us.empty()) continue;  // a script side times lock() alone
       char figures[96];
@@ -1106,7 +1177,7 @@ int run_parent(const bench_options& o) {
     }
   }
   std::vector<std::string> handoff_sides = sides;
-  handoff_sides.emplace_back("floor");
+  handoff_sides.insert(handoff_sides.end(), {"floor", "grant"});
   for (const std::string& side : handoff_sides) {
     if (scripts.count(side) != 0) continue;  // the scripts measure (h) in one process only
     std::vector<double> all;
@@ -1119,6 +1190,7 @@ int run_parent(const bench_options& o) {
                 percentile(all, 99),
                 side == "dlock"   ? " (target p50 <= 3 RTT)"
                 : side == "floor" ? " (hiredis, no threads, woken by pub/sub: the floor)"
+                : side == "grant" ? " (hiredis, no threads, the release hands the lock over)"
                                   : "");
   }
   print_idle("\nmachine idle after the runs: ", "");

@@ -48,11 +48,16 @@ constexpr auto peek_after_quiet = std::chrono::milliseconds(10);
 // 500 us: the timer expired under the loop, waking the I/O thread up to 0.9 times per cycle).
 constexpr auto flush_soon_delay = read_soon_delay;
 
-// Arms `timer` (a timerfd) to expire once after `delay`; false if it cannot.
-bool arm_once(int timer, std::chrono::microseconds delay) {
-  itimerspec soon{};
-  soon.it_value.tv_nsec = std::chrono::nanoseconds(delay).count();
-  return ::timerfd_settime(timer, 0, &soon, nullptr) == 0;
+// Arms `timer` (a timerfd on CLOCK_MONOTONIC, steady_clock's clock) to expire once at `when`;
+// false if it cannot. An absolute time: of two threads arming it, the later system call wins,
+// and an earlier expiry than the work needs only has the I/O thread arm it again.
+bool arm_at(int timer, clock::time_point when) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch());
+  itimerspec at{};
+  at.it_value.tv_sec = static_cast<time_t>(ns.count() / 1'000'000'000);
+  at.it_value.tv_nsec = static_cast<long>(ns.count() % 1'000'000'000);
+  if (at.it_value.tv_sec == 0 && at.it_value.tv_nsec == 0) at.it_value.tv_nsec = 1;  // 0 disarms
+  return ::timerfd_settime(timer, TFD_TIMER_ABSTIME, &at, nullptr) == 0;
 }
 
 int make_read_soon_timer(bool wanted) {
@@ -264,6 +269,7 @@ void connection::drop_shared_socket_locked() {
   io_wants_to_read_ = false;
   read_soon_watched_ = false;
   deferred_ = false;  // unwritten requests wait for the next link, which writes them at once
+  unread_left_ = false;
   if (!shared_socket_) return;
   ::shutdown(shared_socket_->fd, SHUT_RDWR);
   shared_socket_.reset();
@@ -286,7 +292,8 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
                          std::chrono::milliseconds timeout, placement where, caller c,
                          polled_reads* polled) {
   static constexpr std::string_view asking[] = {"ASKING"};
-  const auto deadline = clock::now() + timeout;
+  const auto now = clock::now();
+  const auto deadline = now + timeout;
   bool kick_writer = false;
   bool rearm_timer = false;
   bool connect_now = false;
@@ -295,6 +302,8 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
   caller_turn turn;
   bool took_turn = false;
   bool flush_soon = false;  // deferred: the read-soon timer writes it unless a caller does first
+  bool deferred_here = false;
+  clock::time_point flush_at{};
   std::shared_ptr<polled_reads::entry> polled_entry;
   if (c == caller::polls) {
     // Allocated before the turn is claimed: nothing may throw between the claim and the entry
@@ -309,8 +318,11 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
       refused = std::move(done);
     } else if (c == caller::defers && may_defer_locked(where)) {
       queue_.push(args, std::move(done), deadline, true);
+      if (!deferred_) deferred_at_ = now;
       deferred_ = true;
-      flush_soon = true;
+      deferred_here = true;
+      flush_at = deferred_at_ + flush_soon_delay;
+      flush_soon = soon_timer_needed_locked(now, flush_at);
       if (deadline < armed_deadline_) {
         // Armed by the I/O thread when it next wakes (the flush timer wakes it at the latest).
         armed_deadline_ = deadline;
@@ -365,12 +377,10 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
     refused(make_error_code(errc::client_stopped), reply::make_error("the client was stopped"));
     return;
   }
-  if (flush_soon) {
-    if (!arm_once(read_soon_timer_, flush_soon_delay)) {
-      asio::post(io_, [self = shared_from_this()] { self->flush_deferred(); });
-    }
-    return;
+  if (flush_soon && !arm_soon_timer(flush_at)) {
+    asio::post(io_, [self = shared_from_this()] { self->flush_deferred(); });
   }
+  if (deferred_here) return;
   if (took_turn && c == caller::polls) {
     // Written now; read with the other links' replies (polled_reads::read_until). A link this
     // caller will not read (a failed write, or only the writer role) goes back at once.
@@ -624,12 +634,14 @@ void connection::watch_idle_link() {
   if (watch < 0) return;  // then only the health check notices a server closing an idle link
   epoll_event interest{};
   interest.events = EPOLLRDHUP;
+  interest.data.fd = transport_->native_handle();
   if (::epoll_ctl(watch, EPOLL_CTL_ADD, transport_->native_handle(), &interest) != 0) {
     ::close(watch);
     return;
   }
   epoll_event timer{};
   timer.events = EPOLLIN;
+  timer.data.fd = read_soon_timer_;
   const bool has_timer =
       read_soon_timer_ >= 0 && ::epoll_ctl(watch, EPOLL_CTL_ADD, read_soon_timer_, &timer) == 0;
   idle_watch_ = std::make_unique<asio::posix::stream_descriptor>(io_, watch);
@@ -648,12 +660,57 @@ void connection::on_idle_watch(std::error_code ec, std::uint64_t generation) {
                             self->on_idle_watch(e, generation);
                           });
   epoll_event ready[2];
-  (void)::epoll_wait(idle_watch_->native_handle(), ready, 2, 0);
+  const int n = ::epoll_wait(idle_watch_->native_handle(), ready, 2, 0);
+  bool hang_up = n < 0;  // unknown: look at the link
+  for (int i = 0; i < n; ++i)
+    hang_up = hang_up || ready[i].data.fd != read_soon_timer_;
   std::uint64_t expirations = 0;
   if (read_soon_timer_ >= 0)
     (void)::read(read_soon_timer_, &expirations, sizeof expirations);  // EAGAIN if not expired
-  read_available();  // the unread replies, or the end of the stream
-  flush_deferred();
+  // The timer is armed once for many deferrals and unread replies (arming costs a system call,
+  // several microseconds on a VM): it may expire before the latest of them is due. What is due
+  // is done; what is not has the timer armed again, so that a loop of lock() and unlock() is not
+  // disturbed once per expiry (an early read would take the reader role from its callers).
+  bool read_due = hang_up;
+  bool flush_due = false;
+  bool rearm = false;
+  clock::time_point next = clock::time_point::max();
+  {
+    const auto now = clock::now();
+    std::lock_guard lock(mutex_);
+    if (soon_timer_due_ <= now) soon_timer_due_ = clock::time_point::min();  // expired
+    if (unread_left_) {
+      const auto due = unread_left_at_ + read_soon_delay;
+      if (due <= now) {
+        read_due = true;
+      } else {
+        next = due;
+      }
+    }
+    if (deferred_) {
+      const auto due = deferred_at_ + flush_soon_delay;
+      if (due <= now) {
+        flush_due = true;
+      } else {
+        next = std::min(next, due);
+      }
+    }
+    if (next != clock::time_point::max()) rearm = soon_timer_needed_locked(now, next);
+  }
+  if (rearm && !arm_soon_timer(next)) read_due = flush_due = true;
+  if (read_due) read_available();  // the unread replies, or the end of the stream
+  if (flush_due) flush_deferred();
+}
+
+bool connection::arm_soon_timer(clock::time_point when) {
+  soon_timer_arms_.fetch_add(1, std::memory_order_relaxed);
+  return arm_at(read_soon_timer_, when);
+}
+
+bool connection::soon_timer_needed_locked(clock::time_point now, clock::time_point due) {
+  if (soon_timer_due_ > now && soon_timer_due_ <= due) return false;  // it expires in time
+  soon_timer_due_ = due;
+  return true;
 }
 
 void connection::flush_deferred() {
@@ -823,6 +880,7 @@ void connection::read_available() {
       io_parked_ = rearm_read;
     } else {
       took_role = true;
+      unread_left_ = false;
       reader_ = reader::io_thread;
       io_wants_to_read_ = false;
       begin_reading_locked();
@@ -1047,10 +1105,13 @@ void connection::end_turn(caller_turn& turn, turn_reading& r) {
   const bool unread = r.wrote && !r.own_done && !r.stale && !r.left && r.failure.empty();
   bool wake_io_thread = !r.wrote;
   bool read_soon = false;
+  clock::time_point read_at{};
   {
     std::lock_guard lock(mutex_);
     if (turn.reads) {
       reader_ = reader::none;
+      // It read every reply ahead of its own: none of those left earlier waits any longer.
+      if (r.own_done) unread_left_ = false;
       for (finished& f : r.for_io_thread)
         handed_over_.push_back(std::move(f));
       if (!r.stale && !r.failure.empty() && link_epoch_ == turn.epoch) {
@@ -1072,13 +1133,17 @@ void connection::end_turn(caller_turn& turn, turn_reading& r) {
     if (!wake_io_thread && (unread || (r.wrote && !turn.reads)) &&
         ((io_parked_ && reader_ != reader::caller) || timer_stale_)) {
       if (read_soon_watched_ && turn.epoch == link_epoch_) {
-        read_soon = true;
+        const auto now = clock::now();
+        if (!unread_left_) unread_left_at_ = now;
+        unread_left_ = true;
+        read_at = unread_left_at_ + read_soon_delay;
+        read_soon = soon_timer_needed_locked(now, read_at);
       } else {
         wake_io_thread = true;
       }
     }
   }
-  if (read_soon && !arm_once(read_soon_timer_, read_soon_delay)) wake_io_thread = true;
+  if (read_soon && !arm_soon_timer(read_at)) wake_io_thread = true;
   if (wake_io_thread) asio::post(io_, [self = shared_from_this()] { self->read_available(); });
 }
 

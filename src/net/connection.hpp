@@ -151,6 +151,11 @@ class connection : public std::enable_shared_from_this<connection> {
   // lost before it is written; the link handler is told, so the caller can send again.
   void send_unmatched(std::span<const std::string_view> args);
 
+  // How often the read-soon timer was armed (a system call each): for tests and diagnostics.
+  std::uint64_t soon_timer_arms() const noexcept {
+    return soon_timer_arms_.load(std::memory_order_relaxed);
+  }
+
   const client_options& options() const noexcept { return options_; }
   // The address this connection uses now (or tries next): options() or an alternative.
   const client_options& current_address() const noexcept;
@@ -288,6 +293,19 @@ class connection : public std::enable_shared_from_this<connection> {
   // the next caller that takes the link writes them with its own, and the read-soon timer, armed
   // for flush_soon_delay, has the I/O thread write them otherwise (flush_deferred).
   bool deferred_ = false;
+  clock::time_point deferred_at_{};  // when deferred_ became true
+  // A caller left replies unread since then (see read_soon_timer_); cleared by the next reader.
+  bool unread_left_ = false;
+  clock::time_point unread_left_at_{};
+  // When read_soon_timer_ expires: armed for the earliest of the two dues above and not moved
+  // for later ones (the I/O thread arms it again when it expires early); min() if not armed.
+  clock::time_point soon_timer_due_ = clock::time_point::min();
+  // Under mutex_: records that the timer expires at `due` and says whether it must be armed
+  // (false: it is armed already to expire no later).
+  bool soon_timer_needed_locked(clock::time_point now, clock::time_point due);
+  // Arms read_soon_timer_ to expire at `when` (outside mutex_); false if it cannot.
+  bool arm_soon_timer(clock::time_point when);
+  std::atomic<std::uint64_t> soon_timer_arms_{0};
   clock::time_point caller_read_at_{};  // when a caller last read replies (see peek_after_quiet)
   // Whether a request may wait unwritten now (under mutex_).
   bool may_defer_locked(placement where) const;

@@ -618,6 +618,59 @@ TEST(CallerIo, ADeferredRequestThatNoRequestFollowsIsWrittenSoonAnyway) {
   }
 }
 
+// Arming the timer is a system call, several microseconds on a VM: a loop that defers a request
+// in every cycle arms it about once per flush delay, not once per cycle (the I/O thread arms it
+// again when it expires before the latest deferral is due).
+TEST(CallerIo, ALoopOfDeferralsArmsTheFlushTimerAboutOncePerDelayNotOncePerCycle) {
+  constexpr int cycles = 2000;
+  redis_server server;
+  link_under_test t(server.url());
+  bring_up(t);
+  const std::uint64_t before = t.link().soon_timer_arms();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < cycles; ++i) {
+    const std::vector<std::string_view> set{"SET", "deferred", "v"};
+    t.link().send(
+        set, [](std::error_code, reply) {}, 5s, false, caller::defers);
+    ASSERT_EQ(t.call({"ECHO", "next"}, caller::waits).first.str, "next");
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const std::uint64_t arms = t.link().soon_timer_arms() - before;
+  // Per flush delay (1 ms) at most: one deferral after an expiry, one re-arming by the I/O
+  // thread; and a few more for the warm-up's end and the last cycle.
+  const auto delays = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() + 1;
+  EXPECT_LE(arms, static_cast<std::uint64_t>(2 * delays + 4));
+  std::cout << "flush timer armed " << arms << " times in " << cycles << " cycles, " << delays
+            << " ms\n";
+}
+
+// The timer armed for an earlier deferral expires before a later one is due: the later one is
+// not written early (an early write would take the link from the loop's next caller), but once
+// its own delay has passed.
+TEST(CallerIo, ADeferredRequestIsWrittenNoSoonerThanItsOwnDelayWhenTheTimerExpiresEarlier) {
+  constexpr auto flush_delay = 1ms;  // connection.cpp's flush_soon_delay
+  constexpr auto between = 600us;    // the second deferral, after the timer was armed
+  redis_server server;
+  link_under_test t(server.url());
+  bring_up(t);
+  for (int i = 0; i < 5; ++i) {
+    const std::vector<std::string_view> set{"SET", "early", "v"};
+    t.link().send(
+        set, [](std::error_code, reply) {}, 5s, false, caller::defers);  // arms
+    ASSERT_EQ(t.call({"ECHO", "carried"}, caller::waits).first.str, "carried");
+    std::this_thread::sleep_for(between);
+    std::promise<std::chrono::steady_clock::time_point> written;
+    auto at = written.get_future();
+    const auto deferred = std::chrono::steady_clock::now();
+    t.link().send(
+        set,
+        [&written](std::error_code, reply) { written.set_value(std::chrono::steady_clock::now()); },
+        5s, false, caller::defers);
+    ASSERT_EQ(at.wait_for(5s), std::future_status::ready) << "try " << i;
+    EXPECT_GE(at.get() - deferred, flush_delay) << "try " << i;
+  }
+}
+
 TEST(CallerIo, AnUnlockNobodyWaitsForGoesOutWithTheNextLock) {
   constexpr int cycles = 200;
   redis_server server;
