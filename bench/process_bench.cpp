@@ -26,8 +26,10 @@
 //            to holding), client commands per acquisition
 //   h        handoff between two processes: A holds, B waits in lock(); A unlocks at t0 and B's
 //            lock() returns at t1 (both read CLOCK_MONOTONIC, common to the machine's processes);
-//            p50/p99 of t1 - t0; also for the floor: the seeds' lock with an unlock message on
-//            hiredis without threads (a waiter sleeps in its subscriber socket's read)
+//            p50/p99 of t1 - t0; also for two floors on hiredis without threads (a waiter sleeps
+//            in its subscriber socket's read): the seeds' lock with an unlock message, and the
+//            grant floor, whose release hands the lock to the first in line (no attempt after
+//            the wake-up). Both floors run in the PxT layouts too.
 // RTT is the median of --pings synchronous hiredis PINGs made by a child process pinned to another
 // vCPU than the server's main thread (the sides' processes are not pinned, and on an otherwise
 // idle machine they mostly run on another vCPU than the server: the naive lock's own SET costs
