@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <future>
+#include <iostream>
 #include <optional>
 #include <thread>
 
@@ -87,6 +88,8 @@ TEST(Failure, ServerKilledMidStreamFailsInFlightRequestsThenRecovers) {
 
   server.start();
   const auto took = time_to_recover(c, 10s);
+  std::cout << "recovered " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+            << " ms after the restart\n";
   EXPECT_LT(took, o.reconnect_delay_max + timing_slack);
   EXPECT_EQ(c.command({"SET", key, "2"}).str, "OK");
   EXPECT_EQ(c.command({"GET", key}).str, "2");
