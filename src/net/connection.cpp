@@ -1110,8 +1110,9 @@ void connection::end_turn(caller_turn& turn, turn_reading& r) {
     std::lock_guard lock(mutex_);
     if (turn.reads) {
       reader_ = reader::none;
-      // It read every reply ahead of its own: none of those left earlier waits any longer.
-      if (r.own_done) unread_left_ = false;
+      // It read every reply ahead of its own: none left earlier waits any longer, unless a
+      // writer left one behind its own meanwhile (then the timer stays the backstop).
+      if (r.own_done && queue_.written() == 0) unread_left_ = false;
       for (finished& f : r.for_io_thread)
         handed_over_.push_back(std::move(f));
       if (!r.stale && !r.failure.empty() && link_epoch_ == turn.epoch) {
