@@ -193,6 +193,9 @@ TEST(PlainLock, AWaiterWakesOnTheUnlockMessageNotAtTheLeaseEnd) {
   });
   // The waiter's client subscribes once it has seen the holder: then the unlock must wake it.
   ASSERT_TRUE(test::eventually([&] { return held.status().subscribers == 1; }));
+  // A new subscription has its waiters attempt once more when it is confirmed (a release may
+  // have come before it): the server counts the subscriber before that attempt is sent.
+  ASSERT_TRUE(test::eventually([&] { return waiter.lock_metrics().attempts >= 2; }));
   // A dlock holder publishes its release: its waiters sleep, they do not re-check.
   const std::int64_t scripts_before = script_calls(holder);
   ASSERT_EQ(acquired.wait_for(500ms), std::future_status::timeout) << "acquired a held lock";
