@@ -456,7 +456,7 @@ int run(int argc, char** argv) {
   std::optional<dlock::tools::redis_process> server;
   std::string url = o.redis_url;
   if (url.empty()) {
-    server.emplace();
+    server.emplace(dlock::tools::service_options());
     url = server->url();
   }
   const dlock::client_options target = dlock::client_options::from_url(url);

@@ -910,8 +910,9 @@ int run(int argc, char** argv) {
   const double idle_before = dlock::bench::idle_share(milliseconds(1000));
 
   // The servers.
-  dlock::tools::redis_process single_server;
+  dlock::tools::redis_process single_server(dlock::tools::service_options());
   dlock::tools::redis_cluster_options copts;
+  copts.own_session = true;
   copts.node_timeout = milliseconds(o.node_timeout_ms);
   copts.replicas_per_master = static_cast<std::size_t>(o.replicas);
   const auto c0 = steady::now();

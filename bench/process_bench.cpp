@@ -330,6 +330,96 @@ class grant_lock {
   std::string release_sha_;
 };
 
+// The ceiling of (a) and (b): dlock::mutex's own reentrant lock and release scripts (the calls it
+// makes, from locks::reentrant_protocol) on a synchronous hiredis connection with no thread of its
+// own, the release appended by unlock() and sent in the same write as the next lock (hiredis
+// writes what was appended when a reply is asked for; the server runs the release first), as
+// dlock defers a release nobody is seen to wait for. One round trip per cycle: the most cycles
+// per second a client running dlock's scripts reaches here. Uncontended use only (it never
+// waits: a refused lock throws).
+class script_lock {
+ public:
+  script_lock(const redis_endpoint& at, std::string key)
+      : c_(connect_hiredis(at)),
+        key_(std::move(key)),
+        owner_("0123456789abcdef0123456789abcdef:" + std::to_string(next_id_++)) {
+    dlock::locks::attempt_request attempt;
+    attempt.name = key_;
+    attempt.owner = owner_;
+    attempt.lease = std::chrono::seconds(30);
+    attempt.may_wait = true;
+    lock_call_ = protocol_.attempt(attempt);
+    run(c_.get(), {"SCRIPT", "LOAD", lock_call_.code->source()});
+    run(c_.get(), {"SCRIPT", "LOAD", release_call(0).code->source()});
+  }
+  script_lock(const script_lock&) = delete;
+  script_lock& operator=(const script_lock&) = delete;
+  ~script_lock() {
+    try {
+      flush();
+    } catch (const std::exception&) {  // a benchmark's lock: the lease ends it
+    }
+  }
+  void lock() {
+    append(lock_call_);
+    if (release_pending_) next_reply();  // the release's, first
+    release_pending_ = false;
+    const hiredis_reply r = next_reply();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->element[0]->integer != 1)
+      throw std::runtime_error("script lock: the lock script did not grant");
+    token_ = static_cast<std::uint64_t>(r->element[1]->integer);
+  }
+  void unlock() {
+    append(release_call(token_));
+    release_pending_ = true;
+  }
+  // Sends an appended release now and waits for its reply.
+  void flush() {
+    if (!release_pending_) return;
+    release_pending_ = false;
+    next_reply();
+  }
+
+ private:
+  dlock::locks::script_call release_call(std::uint64_t token) const {
+    dlock::locks::release_request release;
+    release.name = key_;
+    release.owner = owner_;
+    release.token = token;
+    return protocol_.release(release);
+  }
+  void append(const dlock::locks::script_call& sc) {
+    if (sc.code == nullptr) throw std::runtime_error("script lock: no script");
+    std::vector<std::string> args{"EVALSHA", sc.code->sha1(), std::to_string(sc.keys.size())};
+    args.insert(args.end(), sc.keys.begin(), sc.keys.end());
+    args.insert(args.end(), sc.args.begin(), sc.args.end());
+    if (sc.publish_command_arg != dlock::locks::script_call::no_publish)
+      args[3 + sc.keys.size() + sc.publish_command_arg] = "publish";
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lengths;
+    for (const auto& x : args) {
+      argv.push_back(x.data());
+      lengths.push_back(x.size());
+    }
+    redisAppendCommandArgv(c_.get(), static_cast<int>(args.size()), argv.data(), lengths.data());
+  }
+  hiredis_reply next_reply() {
+    void* r = nullptr;
+    if (redisGetReply(c_.get(), &r) != REDIS_OK || r == nullptr)
+      throw std::runtime_error(std::string("script lock: ") + c_->errstr);
+    return hiredis_reply(static_cast<redisReply*>(r));
+  }
+
+  static inline std::atomic<int> next_id_{0};
+  const dlock::locks::reentrant_protocol protocol_;
+  hiredis_context c_;
+  std::string key_;
+  std::string owner_;
+  dlock::locks::script_call lock_call_;
+  std::uint64_t token_ = 0;
+  bool release_pending_ = false;
+};
+
 // --- children ----------------------------------------------------------------------------------
 
 // A lock either side's child uses: lock() blocks until held.
@@ -368,6 +458,16 @@ class grant_side final : public any_lock {
 
  private:
   grant_lock l_;
+};
+
+class script_side_lock final : public any_lock {
+ public:
+  script_side_lock(const redis_endpoint& at, const std::string& key) : l_(at, key) {}
+  void lock() override { l_.lock(); }
+  void unlock() override { l_.unlock(); }
+
+ private:
+  script_lock l_;
 };
 
 class naive_side final : public any_lock {
@@ -440,6 +540,7 @@ std::unique_ptr<any_lock> make_lock(const child_args& a, dlock::client* client,
   }
   if (a.side == "floor") return std::make_unique<floor_side>(endpoint_of(a.url), key);
   if (a.side == "grant") return std::make_unique<grant_side>(endpoint_of(a.url), key);
+  if (a.side == "ceiling") return std::make_unique<script_side_lock>(endpoint_of(a.url), key);
 #ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
   if (a.side == "redis++") return std::make_unique<rpp_side>(endpoint_of(a.url), key, retry);
 #endif
@@ -516,86 +617,33 @@ int run_ping_child(const child_args& a) {
 }
 
 // The script floor's child: `pings` uncontended cycles of dlock's own reentrant lock and release
-// scripts (the calls dlock::mutex makes, from locks::reentrant_protocol) on a synchronous hiredis
-// connection; prints the median lock script's round trip, "lock_us" with each release waited for
-// and "lock_after_release_us" with the previous release in the same write as the lock (hiredis
-// writes what was appended when a reply is asked for), as scenario (a) runs dlock: a release that
-// nobody is seen to wait for rides with the next request (the server runs it first). What one
-// round trip with dlock's lock script costs a client with no thread of its own: the floor under
-// (a)'s lock().
+// scripts on a script_lock; prints the median lock script's round trip, "lock_us" with each
+// release waited for and "lock_after_release_us" with the previous release in the same write as
+// the lock, as scenario (a) runs dlock. What one round trip with dlock's lock script costs a client
+// with no thread of its own: the floor under (a)'s lock().
 int run_script_floor_child(const child_args& a) {
   if (a.cpu >= 0 && !pin(0, a.cpu)) throw std::runtime_error("cannot pin to a vCPU");
-  const dlock::locks::reentrant_protocol protocol;
-  hiredis_context c = connect_hiredis(endpoint_of(a.url));
-  const std::string owner = "0123456789abcdef0123456789abcdef:1";
-  const auto append = [&](const dlock::locks::script_call& sc) {
-    if (sc.code == nullptr) throw std::runtime_error("script floor: no script");
-    std::vector<std::string> args{"EVALSHA", sc.code->sha1(), std::to_string(sc.keys.size())};
-    args.insert(args.end(), sc.keys.begin(), sc.keys.end());
-    args.insert(args.end(), sc.args.begin(), sc.args.end());
-    if (sc.publish_command_arg != dlock::locks::script_call::no_publish)
-      args[3 + sc.keys.size() + sc.publish_command_arg] = "publish";
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lengths;
-    for (const auto& x : args) {
-      argv.push_back(x.data());
-      lengths.push_back(x.size());
-    }
-    redisAppendCommandArgv(c.get(), static_cast<int>(args.size()), argv.data(), lengths.data());
-  };
-  const auto next_reply = [&] {
-    void* r = nullptr;
-    if (redisGetReply(c.get(), &r) != REDIS_OK || r == nullptr)
-      throw std::runtime_error(std::string("script floor: ") + c->errstr);
-    return hiredis_reply(static_cast<redisReply*>(r));
-  };
-  dlock::locks::attempt_request attempt;
-  attempt.name = a.key;
-  attempt.owner = owner;
-  attempt.lease = std::chrono::seconds(30);
-  attempt.may_wait = true;
-  const auto lock_call = protocol.attempt(attempt);
-  const auto release_of = [&](std::uint64_t token) {
-    dlock::locks::release_request release;
-    release.name = a.key;
-    release.owner = owner;
-    release.token = token;
-    return protocol.release(release);
-  };
-  run(c.get(), {"SCRIPT", "LOAD", lock_call.code->source()});
-  run(c.get(), {"SCRIPT", "LOAD", release_of(0).code->source()});
-  const auto granted_token = [](const hiredis_reply& r) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->element[0]->integer != 1)
-      throw std::runtime_error("script floor: the lock script did not grant");
-    return static_cast<std::uint64_t>(r->element[1]->integer);
-  };
+  script_lock l(endpoint_of(a.url), a.key);
   const auto median_us = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
+  const auto time_lock_us = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    l.lock();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
   std::vector<double> waited, pipelined;
   for (int i = 0; i < a.pings; ++i) {  // the release waited for before the next lock
-    const auto t0 = std::chrono::steady_clock::now();
-    append(lock_call);
-    const std::uint64_t token = granted_token(next_reply());
-    waited.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    append(release_of(token));
-    next_reply();
+    waited.push_back(time_lock_us());
+    l.unlock();
+    l.flush();
   }
-  append(lock_call);
-  std::uint64_t token = granted_token(next_reply());
   for (int i = 0; i < a.pings; ++i) {  // the release in the same write as the next lock
-    append(release_of(token));
-    const auto t0 = std::chrono::steady_clock::now();
-    append(lock_call);
-    next_reply();  // the release's
-    token = granted_token(next_reply());
-    pipelined.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    pipelined.push_back(time_lock_us());
+    l.unlock();
   }
-  append(release_of(token));
-  next_reply();
+  l.flush();
   std::printf("lock_us %.3f\nlock_after_release_us %.3f\n", median_us(waited),
               median_us(pipelined));
   return 0;
@@ -817,7 +865,8 @@ load_result run_load(const bench_options& o, const std::string& url, dlock::clie
                      pid_t server_pid) {
   admin.command({"DEL", key, key + ":line"});  // the grant floor's line too
   admin.command({"CONFIG", "RESETSTAT"});
-  const bool inner_set = side == "dlock" || side == "grant" || (script && script->inner_set);
+  const bool inner_set =
+      side == "dlock" || side == "grant" || side == "ceiling" || (script && script->inner_set);
   const double children_before = children_cpu_seconds();
   // Interpreters take longer to start (imports, connections): every process starts its clock
   // at the same moment, after all of them are up.
@@ -1007,7 +1056,8 @@ int run_parent(const bench_options& o) {
   std::unique_ptr<dlock::tools::redis_process> server;
   std::string url = o.redis_url;
   if (url.empty()) {
-    server = std::make_unique<dlock::tools::redis_process>();
+    // A service's scheduling group, not the clients' (redis_process_options::own_session).
+    server = std::make_unique<dlock::tools::redis_process>(dlock::tools::service_options());
     url = server->url();
   }
   dlock::client admin(url);
@@ -1098,8 +1148,10 @@ int run_parent(const bench_options& o) {
     // lock woken by pub/sub, and the grant floor. With the lock never free for long, a layout's
     // rate is 1 / (hold + handoff): theirs is the most a wake-then-attempt client, and any client
     // of a lock through Redis, reaches here.
+    // (a) and (b) also run the ceiling: dlock's scripts on hiredis, one round trip per cycle.
     std::vector<std::string> here = sides;
     if (s.name != "a" && s.name != "b") here.insert(here.end(), {"floor", "grant"});
+    if (s.name == "a" || s.name == "b") here.emplace_back("ceiling");
     std::map<std::string, std::vector<load_result>> runs;
     for (int round = 0; round < o.repeat; ++round) {
       for (std::size_t i = 0; i < here.size(); ++i) {  // each round starts with another side

@@ -455,7 +455,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> urls;
     std::string ports, joined;
     for (int i = 0; i < 3; ++i) {
-      masters.push_back(std::make_unique<dlock::tools::redis_process>());
+      masters.push_back(
+          std::make_unique<dlock::tools::redis_process>(dlock::tools::service_options()));
       urls.push_back(masters.back()->url());
       ports += (i ? "," : "") + std::to_string(masters.back()->port());
       joined += (i ? " " : "") + masters.back()->url();

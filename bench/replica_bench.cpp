@@ -82,10 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--replica-timeout-ms", timeout_ms, "replica_timeout (default 100)");
   CLI11_PARSE(app, argc, argv);
 
-  dlock::tools::redis_process_options mo;
+  dlock::tools::redis_process_options mo = dlock::tools::service_options();
   mo.extra_args = {"--repl-diskless-sync-delay", "0"};
   dlock::tools::redis_process master{mo};
-  dlock::tools::redis_process_options ro;
+  dlock::tools::redis_process_options ro = dlock::tools::service_options();
   ro.extra_args = {"--replicaof", "127.0.0.1", std::to_string(master.port())};
   dlock::tools::redis_process replica{ro};
   for (int i = 0; i < 500; ++i) {  // wait until the replica acknowledges writes

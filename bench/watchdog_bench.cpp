@@ -136,7 +136,7 @@ int run(const options& o) {
   std::optional<dlock::tools::redis_process> server;
   std::string url = o.redis;
   if (url.empty()) {
-    server.emplace();
+    server.emplace(dlock::tools::service_options());
     url = server->url();
   }
   std::printf("dlock_bench_watchdog  cpu: %s, %u cores\n", dlock::bench::cpu_model().c_str(),

@@ -91,6 +91,21 @@ TEST(RedisProcess, ExtraArgsOverrideDefaults) {
   EXPECT_EQ(server.cli({"CONFIG", "GET", "save"}), "save\n900 1");
 }
 
+TEST(RedisProcess, AServiceLikeServerLeadsASessionOfItsOwn) {
+  // By default a server stays in the session (and scheduling group) of the process that started
+  // it; service_options() puts it in one of its own, as a server run as a service is.
+  redis_server beside;
+  EXPECT_EQ(::getsid(beside.pid()), ::getsid(0));
+  redis_server service(dlock::tools::service_options());
+  EXPECT_EQ(::getsid(service.pid()), service.pid());
+  EXPECT_EQ(service.cli({"PING"}), "PONG");
+  // Stopped by its pid all the same.
+  const pid_t pid = service.pid();
+  service.stop();
+  EXPECT_FALSE(service.running());
+  EXPECT_EQ(::kill(pid, 0), -1);
+}
+
 TEST(RedisProcess, CliThrowsOnErrorReply) {
   redis_server server;
   const std::string message = runtime_error_message([&] { server.cli({"NO-SUCH-COMMAND", "x"}); });

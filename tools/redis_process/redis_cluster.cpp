@@ -213,6 +213,7 @@ redis_process_options redis_cluster::node_options(std::size_t index) const {
   node.cli_executable = options_.cli_executable;
   node.port = port;
   node.die_with_parent = options_.die_with_parent;
+  node.own_session = options_.own_session;
   node.password = options_.password;
   node.extra_args = {
       "--cluster-enabled", "yes",

@@ -54,6 +54,8 @@ struct redis_cluster_options {
   // As redis_process_options::die_with_parent: the nodes get SIGKILL when the thread that started
   // them (the constructor's or restart_node()'s) exits.
   bool die_with_parent = true;
+  // As redis_process_options::own_session: each node in a session of its own.
+  bool own_session = false;
 };
 
 // How failover() asks the replica to take over (CLUSTER FAILOVER's modes).

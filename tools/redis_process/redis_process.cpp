@@ -129,6 +129,7 @@ struct child_setup {
   std::array<int, 3> stdio{-1, -1, -1};
   int exec_error_fd = -1;
   bool die_with_parent = false;
+  bool new_session = false;
   pid_t parent = -1;
   int max_fd = 0;
 };
@@ -140,6 +141,7 @@ struct child_setup {
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != setup.parent) ::_exit(127);
   }
 #endif
+  if (setup.new_session && ::setsid() < 0) report_and_exit(setup.exec_error_fd);
   std::array<int, 3> stdio = setup.stdio;
   // Move sources out of 0..2 first so one dup2() cannot overwrite another source.
   for (int& fd : stdio) {
@@ -177,7 +179,7 @@ struct child_setup {
 // Starts argv[0] (resolved through PATH) with the given stdin, stdout and stderr descriptors.
 // Returns the child's pid once exec() succeeded; throws std::runtime_error if it failed.
 pid_t spawn(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd, int stderr_fd,
-            bool die_with_parent) {
+            bool die_with_parent, bool new_session = false) {
   if (argv.empty()) throw std::invalid_argument(std::string(error_prefix) + "empty argv");
   const std::string path = resolve_executable(argv.front());
   std::vector<char*> c_argv;
@@ -196,6 +198,7 @@ pid_t spawn(const std::vector<std::string>& argv, int stdin_fd, int stdout_fd, i
   setup.stdio = {stdin_fd, stdout_fd, stderr_fd};
   setup.exec_error_fd = exec_error_write.get();
   setup.die_with_parent = die_with_parent;
+  setup.new_session = new_session;
   setup.parent = ::getpid();
   // Only used when close_range() is unavailable; bounded so a huge RLIMIT_NOFILE stays cheap.
   setup.max_fd = static_cast<int>(std::clamp<long>(open_max, 256, 65536));
@@ -895,8 +898,8 @@ redis_process::launch_result redis_process::launch(bool may_retry_port) {
         ::open(stdout_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
     if (!output.valid()) throw_errno("open " + stdout_file);
     const unique_fd dev_null = open_dev_null();
-    pid_ =
-        spawn(server_args(), dev_null.get(), output.get(), output.get(), options_.die_with_parent);
+    pid_ = spawn(server_args(), dev_null.get(), output.get(), output.get(),
+                 options_.die_with_parent, options_.own_session);
   }
 
   const auto deadline = clock_type::now() + options_.start_timeout;
