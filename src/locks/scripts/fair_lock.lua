@@ -22,7 +22,7 @@
 --                        the holder has no TTL)
 --         {-1, what, name}  the key is not a fair lock: `what` names its kind for people (as
 --                        reentrant_lock.lua), `name` is KEYS[1]
-local counter_ttl_ms = 86400000
+local counter_ttl_ms = '86400000'  -- a string: Redis formats a number arg with %.17g, dearly
 local field = ARGV[2]
 local wait = tonumber(ARGV[4])
 local time = redis.call('time')

@@ -42,7 +42,7 @@
 -- randomBytes(16) as hex (32 hex digits), redsync 16 random bytes in standard base64 (24 bytes
 -- ending in "=="). A 32-digit token made only of decimal digits is longer than any count. Only a
 -- token chosen by hand (redis-py's acquire(token=...)) could be a short number: it reads as a count.
-local counter_ttl_ms = 86400000
+local counter_ttl_ms = '86400000'  -- a string: Redis formats a number arg with %.17g, dearly
 local dlock_value = '^' .. string.rep('%x', 32) .. ':%d+:%w+$'
 
 local lined = #KEYS >= 5 and ARGV[5] ~= nil and ARGV[5] ~= ''
@@ -55,7 +55,7 @@ local function refused(pttl, dlock, calls)
     return {0, pttl, dlock}
   end
   if ARGV[6] == '1' then
-    line_join(KEYS[3], KEYS[4], ARGV[5], tonumber(ARGV[8]))
+    line_join(KEYS[3], KEYS[4], ARGV[5], ARGV[8])
   end
   return {0, pttl, dlock, calls}
 end
@@ -114,7 +114,7 @@ if nonce == '' then
 end
 redis.call('set', KEYS[1], ARGV[2] .. ':' .. nonce, 'px', ARGV[1])
 if lined and ARGV[7] == 'r' then
-  line_requeue(KEYS[3], KEYS[4], ARGV[5], tonumber(ARGV[8]))
+  line_requeue(KEYS[3], KEYS[4], ARGV[5], ARGV[8])
 elseif lined and ARGV[7] == 'l' then
   line_leave(KEYS[3], KEYS[4], ARGV[5])
 end

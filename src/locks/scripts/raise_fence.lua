@@ -4,7 +4,7 @@
 -- KEYS[1] the fencing counter    ARGV[1] the token
 --
 -- Returns the counter's value afterwards.
-local counter_ttl_ms = 86400000
+local counter_ttl_ms = '86400000'  -- a string: Redis formats a number arg with %.17g, dearly
 local current = tonumber(redis.call('get', KEYS[1]) or '0')
 local wanted = tonumber(ARGV[1])
 if wanted > current then

@@ -39,9 +39,9 @@
 --         {-1, what, name}  the key is not a reentrant lock: `what` names its kind for people
 --                        ("a read-write lock ...", "a semaphore or a latch ...", "a fair lock
 --                        ..." while its waiting list KEYS[6] exists), `name` is KEYS[1]
-local counter_ttl_ms = 86400000
+local counter_ttl_ms = '86400000'  -- a string: Redis formats a number arg with %.17g, dearly
 local id = ARGV[4]
-local lifetime = tonumber(ARGV[7])
+local lifetime = ARGV[7]
 
 local function next_token()
   local now = redis.call('time')
@@ -64,7 +64,7 @@ end
 -- A dlock holder's field: its client id (32 hex digits) and an owner number. Redisson's client
 -- ids are UUIDs (with dashes). dlock 0.1 clients have the same form but do not call (they predate
 -- the line): behind one, a waiter is called by nobody and re-checks every line_refresh.
-local dlock_field = '^' .. string.rep('%x', 32) .. ':%d+$'
+local dlock_field = '^%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x:%d+$'
 
 -- Other kinds first, before any field of a hash is looked at: a read-write lock's reader field has
 -- the same form as ours, and a string would fail on HEXISTS with Redis's bare WRONGTYPE. A decimal
@@ -78,22 +78,34 @@ if kind == 'string' then
   end
   return {-1, 'a plain lock or data (a string)', KEYS[1]}
 end
-if kind == 'hash' and redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return {-1, 'a read-write lock (dlock::shared_mutex, Redisson RReadWriteLock)', KEYS[1]}
-end
 if kind ~= 'none' and kind ~= 'hash' then
   return {-1, 'a ' .. kind .. ' (not a lock)', KEYS[1]}
 end
+-- A held lock's fields, read in one call (each call costs a script about a microsecond): its
+-- holder's, the only one, or a read-write lock's, 'mode' among them.
+local holder, mine = nil, false
+if kind == 'hash' then
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    if field == 'mode' then
+      return {-1, 'a read-write lock (dlock::shared_mutex, Redisson RReadWriteLock)', KEYS[1]}
+    end
+    mine = mine or field == ARGV[2]
+    holder = holder or field
+  end
+end
+local free = kind == 'none'
+-- What may stand in a free lock's way: a reservation (KEYS[5]) and a fair lock's waiting list
+-- (KEYS[6]). Most attempts on a free lock find neither, and one EXISTS asks for both.
+local in_way = not free or redis.call('exists', KEYS[5], KEYS[6] or KEYS[5]) > 0
 -- A fair lock's hash looks like ours; its waiting list tells it apart while someone waits, and
 -- taking it then would jump that line.
-if KEYS[6] and redis.call('exists', KEYS[6]) == 1 then
+if in_way and KEYS[6] and redis.call('exists', KEYS[6]) == 1 then
   return {-1, 'a fair lock (dlock::fair_mutex, Redisson RFairLock) with waiters in its line',
           KEYS[1]}
 end
 
 local known = tonumber(ARGV[3])
-local free = kind == 'none'
-if free then
+if free and in_way then
   local reserved = redis.call('get', KEYS[5])
   if reserved and reserved ~= id then
     return refused(redis.call('pttl', KEYS[5]), 1)
@@ -102,8 +114,8 @@ if free then
     redis.call('del', KEYS[5])
   end
 end
-if free or (known == 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-  redis.call('hset', KEYS[1], ARGV[2], 1)
+if free or (known == 0 and mine) then
+  redis.call('hset', KEYS[1], ARGV[2], '1')
   redis.call('pexpire', KEYS[1], ARGV[1])
   if ARGV[6] == 'r' then
     line_requeue(KEYS[3], KEYS[4], id, lifetime)
@@ -112,13 +124,13 @@ if free or (known == 0 and redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
   end
   return {1, next_token()}
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hset', KEYS[1], ARGV[2], known + 1)
+if mine then
+  redis.call('hset', KEYS[1], ARGV[2], string.format('%d', known + 1))
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {2, known + 1}
 end
 local calls = 0
-if string.find(redis.call('hkeys', KEYS[1])[1] or '', dlock_field) then
+if string.find(holder or '', dlock_field) then
   calls = 1
 end
 return refused(redis.call('pttl', KEYS[1]), calls)

@@ -35,15 +35,18 @@ if ARGV[5] ~= '0' then
     return -1
   end
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
-  return -1
-end
 if tonumber(ARGV[4]) > 0 then
+  if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return -1
+  end
   redis.call('hset', KEYS[1], ARGV[3], ARGV[4])
   redis.call('pexpire', KEYS[1], ARGV[2])
   return 0
 end
-redis.call('del', KEYS[1])
+-- The last hold: deleting the holder's field, a reentrant lock's only one, deletes the lock.
+if redis.call('hdel', KEYS[1], ARGV[3]) == 0 then
+  return -1
+end
 local called = line_wake_head(KEYS[4], KEYS[5], KEYS[6], ARGV[8], ARGV[6], ARGV[7])
 if redis.call(ARGV[6], KEYS[2], ARGV[1]) + called > 0 then
   return 2

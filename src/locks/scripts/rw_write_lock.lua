@@ -26,7 +26,7 @@
 --         {0, ttl}     refused: milliseconds to sleep at most before trying again
 --         {-1, what, name}  the key is not a read-write lock (`name` is KEYS[1])
 --         {-2}         this owner holds read holds only
-local counter_ttl_ms = 86400000
+local counter_ttl_ms = '86400000'  -- a string: Redis formats a number arg with %.17g, dearly
 
 local function next_token()
   local now = redis.call('time')

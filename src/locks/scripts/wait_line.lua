@@ -15,17 +15,21 @@ local function line_now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Joins the line at its tail (or keeps its place in it) and stays for `lifetime` ms. Scores
--- strictly increase along the line, also for arrivals within one millisecond.
+-- Every argument of redis.call here is a string: a Lua number is formatted with "%.17g" on its way
+-- into Redis, which costs a script more than many a command does.
+
+-- Joins the line at its tail (or keeps its place in it) and stays for `lifetime` ms (a decimal
+-- string, as the client sent it). Scores strictly increase along the line, also for arrivals
+-- within one millisecond.
 local function line_join(line, deadlines, id, lifetime)
   local now = line_now_ms()
-  local tail = redis.call('zrange', line, -1, -1, 'withscores')[2]
+  local tail = redis.call('zrange', line, '-1', '-1', 'withscores')[2]
   local score = now
   if tail and tonumber(tail) >= now then
     score = tonumber(tail) + 1
   end
-  redis.call('zadd', line, 'NX', score, id)
-  redis.call('hset', deadlines, id, now + lifetime)
+  redis.call('zadd', line, 'NX', string.format('%d', score), id)
+  redis.call('hset', deadlines, id, string.format('%d', now + tonumber(lifetime)))
   redis.call('pexpire', line, lifetime)
   redis.call('pexpire', deadlines, lifetime)
 end
@@ -47,7 +51,7 @@ end
 local function line_wake_head(line, deadlines, reserved, call_prefix, publish, grace)
   local now  -- read once someone is in line: most releases find the line empty
   for _ = 1, 100 do
-    local head = redis.call('zrange', line, 0, 0)[1]
+    local head = redis.call('zrange', line, '0', '0')[1]
     if not head then
       return 0
     end
