@@ -440,34 +440,16 @@ class dlock_side final : public any_lock {
   dlock::mutex m_;
 };
 
-class floor_side final : public any_lock {
+// One of the hiredis locks above (floor_lock, grant_lock, script_lock) as a side.
+template <class Lock>
+class hiredis_side final : public any_lock {
  public:
-  floor_side(const redis_endpoint& at, const std::string& key) : l_(at, key) {}
+  hiredis_side(const redis_endpoint& at, const std::string& key) : l_(at, key) {}
   void lock() override { l_.lock(); }
   void unlock() override { l_.unlock(); }
 
  private:
-  floor_lock l_;
-};
-
-class grant_side final : public any_lock {
- public:
-  grant_side(const redis_endpoint& at, const std::string& key) : l_(at, key) {}
-  void lock() override { l_.lock(); }
-  void unlock() override { l_.unlock(); }
-
- private:
-  grant_lock l_;
-};
-
-class script_side_lock final : public any_lock {
- public:
-  script_side_lock(const redis_endpoint& at, const std::string& key) : l_(at, key) {}
-  void lock() override { l_.lock(); }
-  void unlock() override { l_.unlock(); }
-
- private:
-  script_lock l_;
+  Lock l_;
 };
 
 class naive_side final : public any_lock {
@@ -538,9 +520,10 @@ std::unique_ptr<any_lock> make_lock(const child_args& a, dlock::client* client,
   if (a.side == "naive") {
     return std::make_unique<naive_side>(naive_lock(endpoint_of(a.url), key, retry));
   }
-  if (a.side == "floor") return std::make_unique<floor_side>(endpoint_of(a.url), key);
-  if (a.side == "grant") return std::make_unique<grant_side>(endpoint_of(a.url), key);
-  if (a.side == "ceiling") return std::make_unique<script_side_lock>(endpoint_of(a.url), key);
+  if (a.side == "floor") return std::make_unique<hiredis_side<floor_lock>>(endpoint_of(a.url), key);
+  if (a.side == "grant") return std::make_unique<hiredis_side<grant_lock>>(endpoint_of(a.url), key);
+  if (a.side == "ceiling")
+    return std::make_unique<hiredis_side<script_lock>>(endpoint_of(a.url), key);
 #ifdef DLOCK_BENCH_HAS_REDIS_PLUS_PLUS
   if (a.side == "redis++") return std::make_unique<rpp_side>(endpoint_of(a.url), key, retry);
 #endif
