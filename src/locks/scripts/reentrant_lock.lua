@@ -67,7 +67,7 @@ end
 local dlock_field = '^%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x:%d+$'
 
 -- Other kinds first, before any field of a hash is looked at: a read-write lock's reader field has
--- the same form as ours, and a string would fail on HEXISTS with Redis's bare WRONGTYPE. A decimal
+-- the same form as ours, and a string would fail on HKEYS with Redis's bare WRONGTYPE. A decimal
 -- string of at most 20 bytes (an int64) is a semaphore's or a latch's count (plain_lock.lua says
 -- why no plain lock's value looks so); any other string is a plain lock or data.
 local kind = redis.call('type', KEYS[1]).ok
