@@ -173,6 +173,10 @@ TEST(WaitLine, AWaiterListensOnTheSharedChannelOnlyWhileTheHolderDoesNotCall) {
   ASSERT_TRUE(eventually([&] { return shared_listeners(admin, name) == 1; }))
       << "behind a Redisson holder the waiter must hear the shared channel";
   EXPECT_EQ(call_listeners(admin, name), 1);
+  // A new subscription has its waiters attempt once more when it is confirmed: the server counts
+  // the subscriber before that attempt is sent, and an attempt after the DEL below would take
+  // the lock before the barger (seen once under TSan).
+  ASSERT_TRUE(eventually([&] { return waiter.lock_metrics().attempts >= 2; }));
   // The Redisson holder's hold ends, a dlock client barges in, and Redisson's unlock message
   // comes: the waiter's attempt finds a dlock holder and leaves the shared channel.
   (void)admin.command({"DEL", name});
