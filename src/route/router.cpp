@@ -84,7 +84,7 @@ struct router::request {
   std::vector<std::string> args;  // owned: sent again after a redirection
   std::string routing_key;
   bool any_master = false;
-  std::string script_source;           // not empty: an EVALSHA that may fall back to EVAL
+  std::shared_ptr<const std::string> script_source;  // set: an EVALSHA that may fall back to EVAL
   std::vector<std::string> wait_args;  // not empty: WAIT follows the script (a confirmation)
   std::error_code script_error;        // with WAIT: the script's outcome, kept for WAIT's reply
   reply script_reply;
@@ -173,15 +173,7 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
                   std::span<const std::string_view> args, std::chrono::milliseconds timeout,
                   net::completion done, bool urgent, confirmation confirm, caller c,
                   net::polled_reads* polled) {
-  // EVALSHA sha numkeys keys... args...; the fallback needs the arguments after this returns.
-  auto owned = std::make_shared<std::vector<std::string>>();
-  owned->reserve(3 + keys.size() + args.size());
-  owned->emplace_back("EVALSHA");
-  owned->emplace_back(s.sha1());
-  owned->emplace_back(std::to_string(keys.size()));
-  owned->insert(owned->end(), keys.begin(), keys.end());
-  owned->insert(owned->end(), args.begin(), args.end());
-
+  const std::string numkeys = std::to_string(keys.size());
   if (mode() != topology::mode::single || follows_failovers_ || confirm.replicas > 0 ||
       servers_->holding()) {
     try {
@@ -191,10 +183,15 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
       return;
     }
     auto r = std::make_shared<request>();
-    r->args = std::move(*owned);
+    r->args.reserve(3 + keys.size() + args.size());
+    r->args.emplace_back("EVALSHA");
+    r->args.emplace_back(s.sha1());
+    r->args.emplace_back(numkeys);
+    r->args.insert(r->args.end(), keys.begin(), keys.end());
+    r->args.insert(r->args.end(), args.begin(), args.end());
     r->routing_key = std::string(to.routing_key());
     r->any_master = to.is_any_master();
-    r->script_source = s.source();
+    r->script_source = s.shared_source();
     r->wait_args = wait_command(confirm);
     r->done = std::move(done);
     r->deadline = clock::now() + timeout;
@@ -203,22 +200,44 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
     return;
   }
 
-  std::vector<std::string_view> views(owned->begin(), owned->end());
+  // EVALSHA sha numkeys keys... args...; the fallback (EVAL source ...) needs the arguments after
+  // this returns. They are kept in one buffer: two allocations per call, not one per argument.
+  struct kept_command {
+    std::string bytes;                    // numkeys, keys and args back to back
+    std::vector<std::string_view> views;  // [command, sha1 or source, then into bytes]
+  };
+  auto kept = std::make_shared<kept_command>();
+  std::size_t total = numkeys.size();
+  for (const auto part : {keys, args}) {
+    for (const std::string_view a : part)
+      total += a.size();
+  }
+  kept->bytes.reserve(total);  // no reallocation below: the views point into it
+  kept->views.reserve(3 + keys.size() + args.size());
+  kept->views.emplace_back("EVALSHA");
+  kept->views.emplace_back(s.sha1());  // replaced by the source before the fallback uses it
+  const std::string_view numkeys_arg = numkeys;
+  for (const auto part : {std::span<const std::string_view>(&numkeys_arg, 1), keys, args}) {
+    for (const std::string_view a : part) {
+      const std::size_t at = kept->bytes.size();
+      kept->bytes.append(a);
+      kept->views.emplace_back(kept->bytes.data() + at, a.size());
+    }
+  }
   // Connections live as long as the topology, which outlives every completion. The fallback
   // runs on any thread where `done` may (it only queues a command).
   net::connection& link = connection_for(to);
-  auto fallback = [&link, owned, source = s.source(), timeout, done = std::move(done)](
+  auto fallback = [&link, kept, source = s.shared_source(), timeout, done = std::move(done)](
                       std::error_code ec, reply r) mutable {
     if (!is_noscript(ec, r)) {
       if (done) done(ec, std::move(r));
       return;
     }
-    (*owned)[0] = "EVAL";
-    (*owned)[1] = std::move(source);
-    std::vector<std::string_view> retry(owned->begin(), owned->end());
-    link.send(retry, std::move(done), timeout);
+    kept->views[0] = "EVAL";
+    kept->views[1] = *source;
+    link.send(kept->views, std::move(done), timeout);
   };
-  link.send(views, std::move(fallback), timeout, urgent, c, polled);
+  link.send(kept->views, std::move(fallback), timeout, urgent, c, polled);
 }
 
 void router::dispatch(const std::shared_ptr<request>& r, net::connection& link, bool asking) {
@@ -268,9 +287,10 @@ void router::dispatch(const std::shared_ptr<request>& r, net::connection& link, 
 void router::on_reply(const std::shared_ptr<request>& r, net::connection& link, std::error_code ec,
                       reply answer) {
   if (ec == errc::server_error) {
-    if (is_noscript(ec, answer) && !r->script_source.empty() && r->args[0] == "EVALSHA") {
+    if (is_noscript(ec, answer) && r->script_source && r->args[0] == "EVALSHA") {
       r->args[0] = "EVAL";
-      r->args[1] = std::move(r->script_source);
+      r->args[1] = *r->script_source;
+      r->script_source.reset();
       return dispatch(r, link, r->asking);
     }
     const server_address asked{link.current_address().host, link.current_address().port};

@@ -1,13 +1,27 @@
 #include "locks/engine/engine_io.hpp"
 
+#include <algorithm>
+#include <array>
+#include <span>
 #include <vector>
 
 namespace dlock::locks {
 
 void engine_io::eval(const script_call& call, net::completion done, bool urgent,
                      route::confirmation confirm, route::router::caller c) {
-  std::vector<std::string_view> keys(call.keys.begin(), call.keys.end());
-  std::vector<std::string_view> args(call.args.begin(), call.args.end());
+  // The views live on the stack when they fit (every lock script's do): no allocation per call.
+  constexpr std::size_t on_stack = 16;
+  std::array<std::string_view, on_stack> stack_views;
+  std::vector<std::string_view> heap_views;
+  std::span<std::string_view> views(stack_views.data(), call.keys.size() + call.args.size());
+  if (views.size() > on_stack) {
+    heap_views.resize(views.size());
+    views = heap_views;
+  }
+  std::copy(call.keys.begin(), call.keys.end(), views.begin());
+  std::copy(call.args.begin(), call.args.end(), views.begin() + std::ssize(call.keys));
+  const std::span<const std::string_view> keys = views.first(call.keys.size());
+  const std::span<std::string_view> args = views.subspan(call.keys.size());
   use([&](route::router& router) {
     if (call.publish_command_arg < args.size()) {
       args[call.publish_command_arg] = router.publish_command();

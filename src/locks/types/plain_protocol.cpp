@@ -58,12 +58,18 @@ std::string plain_protocol::wake_channel(std::string_view name) const {
 
 script_call plain_protocol::attempt(const attempt_request& request) const {
   // The nonce is "": the script uses the new fencing token, so the value is never reused and a
-  // release carrying the hold's token is exact.
-  script_call call{
-      &lock_,
-      {std::string(request.name), fence_key(request.name)},
-      {ms_arg(request.lease), std::string(request.owner), "", request.known_holds > 0 ? "1" : "0"}};
+  // release carrying the hold's token is exact. Built in place (reserved, moved in): an
+  // initializer list would copy every string once more.
+  script_call call{&lock_, {}, {}};
+  call.keys.reserve(5);
+  call.keys.emplace_back(request.name);
+  call.keys.push_back(fence_key(request.name));
   append_line_keys(call.keys, request.name);
+  call.args.reserve(8);
+  call.args.push_back(ms_arg(request.lease));
+  call.args.emplace_back(request.owner);
+  call.args.emplace_back("");
+  call.args.emplace_back(request.known_holds > 0 ? "1" : "0");
   append_line_args(call.args, request);
   return call;
 }
@@ -113,12 +119,17 @@ attempt_outcome plain_protocol::read_attempt(const reply& r) const {
 script_call plain_protocol::release(const release_request& request) const {
   // A token of 0 (an orphan: the attempt's reply, and so its token, was lost) matches no value:
   // that hold ends with its lease.
-  return {&unlock_,
-          {request.name, plain_unlock_channel(request.name), wait_line_key(request.name),
-           wait_line_deadlines_key(request.name), reservation_key(request.name)},
-          {plain_lock_value(request.owner, request.token), "publish", ms_arg(reservation_grace),
-           call_channel_prefix(request.name)},
-          1};
+  script_call call{&unlock_, {}, {}, 1};
+  call.keys.reserve(5);
+  call.keys.push_back(request.name);
+  call.keys.push_back(plain_unlock_channel(request.name));
+  append_line_keys(call.keys, request.name);
+  call.args.reserve(4);
+  call.args.push_back(plain_lock_value(request.owner, request.token));
+  call.args.emplace_back("publish");
+  call.args.push_back(ms_arg(reservation_grace));
+  call.args.push_back(call_channel_prefix(request.name));
+  return call;
 }
 
 bool plain_protocol::release_was_heard(const reply& r) const {

@@ -46,12 +46,17 @@ std::chrono::milliseconds reentrant_protocol::wait_refresh() const {
 }
 
 script_call reentrant_protocol::attempt(const attempt_request& request) const {
-  script_call call{
-      &lock_,
-      {std::string(request.name), fence_key(request.name)},
-      {ms_arg(request.lease), std::string(request.owner), std::to_string(request.known_holds)}};
+  // Built in place (reserved, moved in): an initializer list would copy every string once more.
+  script_call call{&lock_, {}, {}};
+  call.keys.reserve(7);
+  call.keys.emplace_back(request.name);
+  call.keys.push_back(fence_key(request.name));
   append_line_keys(call.keys, request.name);
   call.keys.push_back(fair_queue_key(request.name));  // a fair lock's, to refuse mixing
+  call.args.reserve(7);
+  call.args.push_back(ms_arg(request.lease));
+  call.args.emplace_back(request.owner);
+  call.args.push_back(std::to_string(request.known_holds));
   append_line_args(call.args, request);
   return call;
 }
@@ -66,14 +71,22 @@ attempt_outcome reentrant_protocol::read_attempt(const reply& r) const {
 }
 
 script_call reentrant_protocol::release(const release_request& request) const {
-  return {&unlock_,
-          {request.name, unlock_channel(request.name), fence_key(request.name),
-           wait_line_key(request.name), wait_line_deadlines_key(request.name),
-           reservation_key(request.name)},
-          {std::string(unlock_message), ms_arg(request.lease), request.owner,
-           std::to_string(request.remaining), std::to_string(request.token), "publish",
-           ms_arg(reservation_grace), call_channel_prefix(request.name)},
-          5};
+  script_call call{&unlock_, {}, {}, 5};
+  call.keys.reserve(6);
+  call.keys.push_back(request.name);
+  call.keys.push_back(unlock_channel(request.name));
+  call.keys.push_back(fence_key(request.name));
+  append_line_keys(call.keys, request.name);
+  call.args.reserve(8);
+  call.args.emplace_back(unlock_message);
+  call.args.push_back(ms_arg(request.lease));
+  call.args.push_back(request.owner);
+  call.args.push_back(std::to_string(request.remaining));
+  call.args.push_back(std::to_string(request.token));
+  call.args.emplace_back("publish");
+  call.args.push_back(ms_arg(reservation_grace));
+  call.args.push_back(call_channel_prefix(request.name));
+  return call;
 }
 
 bool reentrant_protocol::release_was_heard(const reply& r) const {
