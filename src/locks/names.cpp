@@ -30,8 +30,12 @@ std::string redisson_key(std::string_view prefix, std::string_view name) {
   std::string key;
   key.reserve(prefix.size() + name.size() + 3);
   key.append(prefix).append(":");
-  if (name.find('{') != std::string_view::npos) return key.append(name);
-  return key.append("{").append(name).append("}");
+  if (name.find('{') != std::string_view::npos) {
+    key.append(name);
+    return key;
+  }
+  key.append("{").append(name).append("}");
+  return key;
 }
 
 }  // namespace
@@ -76,20 +80,18 @@ std::string suffix_key(std::string_view name, std::string_view suffix) {
     key.clear();
   }
   if (name.find('}') == std::string_view::npos) {
-    return key.append("{").append(name).append("}:").append(suffix);
+    key.append("{").append(name).append("}:").append(suffix);
+    return key;
   }
-  return key.append("{")
-      .append(slot_tag(slot))
-      .append("}:")
-      .append(name)
-      .append(":")
-      .append(suffix);
+  key.append("{").append(slot_tag(slot)).append("}:").append(name).append(":").append(suffix);
+  return key;
 }
 
 std::string derived_key(std::string_view prefix, std::string_view name, std::string_view suffix) {
   const std::string_view colon_suffix = suffix.empty() ? "" : ":";
   // 1. Redisson's form, kept whenever it is right: Redisson clients then share the channel.
-  std::string key = redisson_key(prefix, name).append(colon_suffix).append(suffix);
+  std::string key = redisson_key(prefix, name);
+  key.append(colon_suffix).append(suffix);
   const std::uint16_t slot = core::hash_slot(name);
   if (core::hash_slot(key) == slot) return key;
   key.clear();
@@ -101,7 +103,8 @@ std::string derived_key(std::string_view prefix, std::string_view name, std::str
     // 3. A '}' in N would end a {N} tag early: tag the slot's number instead.
     key.append(slot_tag(slot)).append("}:").append(name);
   }
-  return key.append(colon_suffix).append(suffix);
+  key.append(colon_suffix).append(suffix);
+  return key;
 }
 
 std::string suffix_base(std::string_view name) {
@@ -115,16 +118,24 @@ std::string suffix_base(std::string_view name) {
   // Compared with a suffix: a base without a tag of its own only routes as N through one.
   if (core::hash_slot(base + ":x") == slot) return base;
   base.clear();
-  if (name.find('}') == std::string_view::npos) return base.append("{").append(name).append("}");
-  return base.append("{").append(slot_tag(slot)).append("}:").append(name);
+  if (name.find('}') == std::string_view::npos) {
+    base.append("{").append(name).append("}");
+    return base;
+  }
+  base.append("{").append(slot_tag(slot)).append("}:").append(name);
+  return base;
 }
 
 std::string own_key(std::string_view prefix, std::string_view name) {
   std::string key;
   key.reserve(prefix.size() + name.size() + 10);
   key.append(prefix).append(":{");
-  if (name.find_first_of("{}") == std::string_view::npos) return key.append(name).append("}");
-  return key.append(slot_tag(core::hash_slot(name))).append("}:").append(name);
+  if (name.find_first_of("{}") == std::string_view::npos) {
+    key.append(name).append("}");
+    return key;
+  }
+  key.append(slot_tag(core::hash_slot(name))).append("}:").append(name);
+  return key;
 }
 
 std::string fence_key(std::string_view name) {
@@ -153,7 +164,8 @@ std::string latch_channel(std::string_view name) {
   const std::uint16_t slot = core::hash_slot(name);
   if (core::hash_slot(channel) == slot) return channel;
   channel.resize(prefix.size());
-  return channel.append("{").append(slot_tag(slot)).append("}:").append(name);
+  channel.append("{").append(slot_tag(slot)).append("}:").append(name);
+  return channel;
 }
 
 }  // namespace dlock::locks

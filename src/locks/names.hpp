@@ -116,7 +116,9 @@ std::string suffix_base(std::string_view name);
 // "{N}:<reader field>:rwlock_timeout" for ordinary names: the prefix of a reader's per-hold lease
 // keys (":1", ":2", ... one per hold), as Redisson's RedissonReadLock names them.
 inline std::string rwlock_timeout_prefix(std::string_view name, std::string_view reader_field) {
-  return suffix_base(name).append(":").append(reader_field).append(":rwlock_timeout");
+  std::string prefix = suffix_base(name);
+  prefix.append(":").append(reader_field).append(":rwlock_timeout");
+  return prefix;
 }
 
 // fence_key()
@@ -155,10 +157,14 @@ inline std::string reservation_key(std::string_view name) {
 // the channel out of N's slot. call_channel_prefix(N) + id == call_channel(N, id): the scripts
 // build the channel of the client they call from the prefix.
 inline std::string call_channel_prefix(std::string_view name) {
-  return own_key("dlock:call", name).append(":");
+  std::string prefix = own_key("dlock:call", name);
+  prefix.append(":");
+  return prefix;
 }
 inline std::string call_channel(std::string_view name, std::string_view wake_id) {
-  return call_channel_prefix(name).append(wake_id);
+  std::string channel = call_channel_prefix(name);
+  channel.append(wake_id);
+  return channel;
 }
 
 // wake_id()

@@ -40,7 +40,10 @@ hold_registry::hold_registry(milliseconds watchdog_lease, std::string client_id,
       scheduler_(make_scheduler(watchdog_lease)) {}
 
 std::string hold_registry::owner_field(std::uint64_t owner) const {
-  return client_id_ + ":" + std::to_string(owner);
+  std::string field;
+  field.reserve(client_id_.size() + 21);  // ':' and a uint64: one allocation
+  field.append(client_id_).append(":").append(std::to_string(owner));
+  return field;
 }
 
 attempt_plan hold_registry::plan(const hold_key& key, const milliseconds* explicit_lease) const {

@@ -51,7 +51,9 @@ std::string fair_protocol::wake_channel(std::string_view name) const {
 }
 
 std::string fair_protocol::owner_wake_channel(std::string_view name, std::string_view owner) const {
-  return unlock_channel(name).append(":").append(owner);
+  std::string channel = unlock_channel(name);
+  channel.append(":").append(owner);
+  return channel;
 }
 
 std::chrono::milliseconds fair_protocol::wait_refresh() const {

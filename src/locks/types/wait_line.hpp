@@ -25,7 +25,9 @@ inline constexpr std::chrono::milliseconds reservation_grace{200};
 
 // The source of a script that uses the line: wait_line.lua's functions, then `body`.
 inline std::string with_wait_line(std::string_view body) {
-  return std::string(scripts::wait_line).append("\n").append(body);
+  std::string source(scripts::wait_line);
+  source.append("\n").append(body);
+  return source;
 }
 
 // The line's keys of `name`, in the order its scripts take them after their own: the line, its
