@@ -25,14 +25,13 @@ std::string excerpt(std::string_view bytes) {
   return to_string(reply::make_bulk(std::string(bytes.substr(0, max_excerpt_length))));
 }
 
-void append_header(std::string& out, char type, std::size_t n) {
-  // Type byte, up to 20 digits, CRLF.
-  char buf[24];
-  buf[0] = type;
-  const auto end = std::to_chars(buf + 1, buf + sizeof(buf) - 2, n).ptr;
-  end[0] = '\r';
-  end[1] = '\n';
-  out.append(buf, end + 2);
+// Writes a header (type byte, up to 20 digits, CRLF) at `at`; returns the end.
+char* put_header(char* at, char type, std::size_t n) {
+  *at++ = type;
+  at = std::to_chars(at, at + max_number_length, n).ptr;
+  *at++ = '\r';
+  *at++ = '\n';
+  return at;
 }
 
 enum class scan { found, incomplete, malformed, too_long };
@@ -80,15 +79,21 @@ void append_command(std::string& out, std::span<const std::string_view> args) {
     needed += arg.size() + max_number_length + 5;
   // Grow geometrically ourselves: libc++'s reserve() is exact, which would make appending many
   // commands to one pipeline buffer quadratic.
-  if (out.capacity() - out.size() < needed) {
-    out.reserve(std::max(out.size() + needed, 2 * out.capacity()));
+  const std::size_t start = out.size();
+  if (out.capacity() - start < needed) {
+    out.reserve(std::max(start + needed, 2 * out.capacity()));
   }
-  append_header(out, '*', args.size());
+  // Written in place, then trimmed: one bound check for the command, not two appends per part.
+  out.resize(start + needed);
+  char* at = put_header(out.data() + start, '*', args.size());
   for (const std::string_view arg : args) {
-    append_header(out, '$', arg.size());
-    out.append(arg);
-    out.append("\r\n", 2);
+    at = put_header(at, '$', arg.size());
+    if (!arg.empty()) std::memcpy(at, arg.data(), arg.size());
+    at += arg.size();
+    *at++ = '\r';
+    *at++ = '\n';
   }
+  out.resize(static_cast<std::size_t>(at - out.data()));
 }
 
 void append_command(std::string& out, std::initializer_list<std::string_view> args) {

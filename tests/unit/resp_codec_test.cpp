@@ -161,6 +161,22 @@ TEST(RespEncode, EmptyArgument) {
   EXPECT_EQ(out, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n");
 }
 
+// The encoder writes into room it reserved from an upper bound, then trims: many parts, long parts
+// and multi-digit lengths must come out exact, after what the buffer already held.
+TEST(RespEncode, ManyAndLongArgumentsEncodeExactly) {
+  std::vector<std::string> parts;
+  for (int i = 0; i < 1200; ++i)
+    parts.push_back(std::string(static_cast<std::size_t>(i % 13), static_cast<char>('a' + i % 26)));
+  parts.push_back(std::string(100'000, 'x'));
+  const std::vector<std::string_view> views(parts.begin(), parts.end());
+  std::string expected = "held*" + std::to_string(parts.size()) + "\r\n";
+  for (const std::string& p : parts)
+    expected += "$" + std::to_string(p.size()) + "\r\n" + p + "\r\n";
+  std::string out = "held";
+  append_command(out, views);
+  EXPECT_EQ(out, expected);
+}
+
 TEST(RespEncode, EmptyCommandThrowsAndLeavesOutputAlone) {
   // Redis answers "*0" with nothing, which would misalign a pipeline's replies.
   std::string out = "kept";
