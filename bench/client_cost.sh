@@ -11,19 +11,16 @@
 # BENCH_BINARY defaults to build/rel/bench/dlock_bench_processes, SECONDS to 2. Needs valgrind
 # and redis-server. Prints "<instructions> client instructions per lock + unlock".
 set -euo pipefail
+. "$(dirname "$0")/callgrind_lib.sh"
 bin=${1:-build/rel/bench/dlock_bench_processes}
 seconds=${2:-2}
-[ -x "$bin" ] || { echo "client_cost: no benchmark binary at $bin" >&2; exit 2; }
-command -v valgrind > /dev/null || { echo "client_cost: valgrind is not installed" >&2; exit 2; }
+require_binary_and_valgrind client_cost "$bin"
 work=$(mktemp -d)
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no > "$work/server.log" 2>&1 &
 server=$!
 trap 'kill "$server" 2> /dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 1 50); do
-  redis-cli -p "$port" PING > /dev/null 2>&1 && break
-  sleep 0.1
-done
+wait_for_redis "$port" 50 0.1
 
 # "<acquisitions> <instructions>" of one child run of $1 seconds.
 client_run() {
@@ -33,12 +30,9 @@ client_run() {
   valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --child load --side dlock \
     --url "redis://127.0.0.1:$port" --key "bench:client-cost:$1" --child-threads 1 --own-keys 1 \
     --seconds "$1" --hold-us 0 --think-us 0 --start-ns "$start" > "$work/out.$1" 2> /dev/null
-  local acquisitions instructions
+  local acquisitions
   acquisitions=$(awk '/^acquisitions/ { n += $2 } END { print n }' "$work/out.$1")
-  # awk reads to the end: an early exit would kill callgrind_annotate with SIGPIPE (pipefail).
-  instructions=$(callgrind_annotate "$out" |
-    awk '/PROGRAM TOTALS/ && !seen { gsub(",", "", $1); print $1; seen = 1 }')
-  echo "$acquisitions $instructions"
+  echo "$acquisitions $(callgrind_total "$out")"
 }
 
 read -r few_n few_i < <(client_run "$seconds")

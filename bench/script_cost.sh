@@ -11,16 +11,12 @@
 # BENCH_BINARY defaults to build/rel/bench/dlock_bench_processes, PINGS to 500. Needs valgrind
 # and redis-server. Prints "<instructions> server instructions per lock + release".
 set -euo pipefail
+. "$(dirname "$0")/callgrind_lib.sh"
 bin=${1:-build/rel/bench/dlock_bench_processes}
 pings=${2:-500}
-[ -x "$bin" ] || { echo "script_cost: no benchmark binary at $bin" >&2; exit 2; }
-command -v valgrind > /dev/null || { echo "script_cost: valgrind is not installed" >&2; exit 2; }
+require_binary_and_valgrind script_cost "$bin"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # Instructions the server ran while the child made 2 x $1 cycles.
 server_instructions() {
@@ -31,16 +27,12 @@ server_instructions() {
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
     > "$work/server.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 150); do
-    redis-cli -p "$port" PING > /dev/null 2>&1 && break
-    sleep 0.2
-  done
+  wait_for_redis "$port" 150 0.2
   "$bin" --child script-floor --url "redis://127.0.0.1:$port" --key bench:script-cost \
     --pings "$1" > /dev/null
   redis-cli -p "$port" SHUTDOWN NOSAVE > /dev/null 2>&1 || true
   wait "$pid" || true
-  # awk reads to the end: an early exit would kill callgrind_annotate with SIGPIPE (pipefail).
-  callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ && !seen { gsub(",", "", $1); print $1; seen = 1 }'
+  callgrind_total "$out"
 }
 
 few=$(server_instructions "$pings")
