@@ -472,6 +472,7 @@ void connection::connect() {
     ++link_epoch_;
     io_parked_ = false;
     io_wants_to_read_ = false;
+    caller_read_since_io_ = false;
   } else {
     parser_.reset();
     read_filled_ = 0;
@@ -822,8 +823,15 @@ void connection::read() {
       if (ec) return failed(ec);
       {
         std::lock_guard lock(self->mutex_);
-        if (self->reader_ == reader::caller) {
-          // The caller reads; it wakes us if it leaves anything unread (see io_parked_).
+        // We woke late, after a caller read the replies that woke us, and nothing is due:
+        // taking the role now for nothing would make the caller's next request meet it taken
+        // (on a loaded machine, several in a row).
+        const bool late_for_a_caller = self->reader_ == reader::none &&
+                                       self->caller_read_since_io_ && self->queue_.written() == 0 &&
+                                       self->state_ == state::ready &&
+                                       self->handshake_remaining_ == 0;
+        if (self->reader_ == reader::caller || late_for_a_caller) {
+          // The caller reads (or read); it wakes us if it leaves anything unread (io_parked_).
           self->io_parked_ = true;
         }
         if (self->io_parked_) {
@@ -881,6 +889,7 @@ void connection::read_available() {
     } else {
       took_role = true;
       unread_left_ = false;
+      caller_read_since_io_ = false;
       reader_ = reader::io_thread;
       io_wants_to_read_ = false;
       begin_reading_locked();
@@ -1065,6 +1074,7 @@ bool connection::handle_buffered(caller_turn& turn, turn_reading& r) {
       return true;
     }
     caller_read_at_ = clock::now();
+    caller_read_since_io_ = true;
     for (reply& reply : replies) {
       finished_list out;
       if (!queue_.match(std::move(reply), out)) {

@@ -307,6 +307,9 @@ class connection : public std::enable_shared_from_this<connection> {
   bool arm_soon_timer(clock::time_point when);
   std::atomic<std::uint64_t> soon_timer_arms_{0};
   clock::time_point caller_read_at_{};  // when a caller last read replies (see peek_after_quiet)
+  // A caller read replies since the I/O thread last held the reader role (under mutex_): a
+  // readiness wake that then finds nothing due came late, for bytes a caller read (see read()).
+  bool caller_read_since_io_ = false;
   // Whether a request may wait unwritten now (under mutex_).
   bool may_defer_locked(placement where) const;
   // I/O thread: writes the deferred requests if nobody has.
