@@ -11,9 +11,11 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <latch>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -52,6 +54,9 @@ class link_under_test {
     link_->start();
   }
   ~link_under_test() {
+    // A test that failed between a hold and its let_go() must not leave the I/O thread held.
+    for (const auto& h : holds_)
+      if (!h->gone) h->go.set_value();
     link_->stop();
     guard_.reset();
     io_thread_.join();
@@ -61,28 +66,21 @@ class link_under_test {
   // How often the I/O thread went to sleep and was woken (the kernel's count, which rises at
   // every wake-up from epoll_wait).
   long io_thread_sleeps() {
-    if (io_tid_ == 0) {
-      std::promise<pid_t> tid;
-      asio::post(io_, [&tid] { tid.set_value(::gettid()); });
-      io_tid_ = tid.get_future().get();
-    }
-    std::ifstream status("/proc/self/task/" + std::to_string(io_tid_) + "/status");
-    std::string line;
-    while (std::getline(status, line)) {
-      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
-    }
-    return -1;
+    const std::string count = io_thread_status("voluntary_ctxt_switches:");
+    return count.empty() ? -1 : std::stol(count);
   }
   // A handler that holds the I/O thread until it is let go.
   struct hold {
     std::promise<void> started;
     std::promise<void> go;
     long sleeps = 0;  // the I/O thread's count once it blocked in the handler
+    bool gone = false;
   };
   // Queues a hold behind whatever the I/O thread has queued already; it runs in turn.
   std::shared_ptr<hold> queue_hold() {
-    (void)io_thread_sleeps();  // learns the thread's id while it still runs handlers
+    (void)io_thread_status("Pid:");  // learns the thread's id while it still runs handlers
     auto h = std::make_shared<hold>();
+    holds_.push_back(h);
     asio::post(io_, [h, go = h->go.get_future().share()] {
       h->started.set_value();
       go.wait();
@@ -92,20 +90,17 @@ class link_under_test {
   // Returns once the I/O thread runs `h` and sleeps in it.
   void wait_held(hold& h) {
     h.started.get_future().wait();
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (io_thread_state() != 'S' && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::yield();
-    ASSERT_EQ(io_thread_state(), 'S') << "the I/O thread did not block in the holding handler";
+    ASSERT_TRUE(within_10s([&] { return io_thread_state() == 'S'; }))
+        << "the I/O thread did not block in the holding handler";
     h.sleeps = io_thread_sleeps();  // counts the sleep in the handler
   }
   // Lets `h` go; returns once the I/O thread has run what was queued behind it and sleeps again
   // (in epoll_wait: nothing else runs here that could block it).
   void let_go(hold& h) {
     h.go.set_value();
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (io_thread_sleeps() <= h.sleeps && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::yield();
-    ASSERT_GT(io_thread_sleeps(), h.sleeps) << "the I/O thread did not sleep again";
+    h.gone = true;
+    ASSERT_TRUE(within_10s([&] { return io_thread_sleeps() > h.sleeps; }))
+        << "the I/O thread did not sleep again";
   }
 
   // Sends `args` with `c` and blocks until its completion ran; returns the reply and the thread
@@ -126,14 +121,31 @@ class link_under_test {
  private:
   // The I/O thread's scheduling state (R running, S sleeping, ...) from the kernel.
   char io_thread_state() {
+    const std::string state = io_thread_status("State:");
+    return state.empty() ? '?' : state.front();
+  }
+  // The value of `field` in the kernel's status of the I/O thread ("" if none).
+  std::string io_thread_status(std::string_view field) {
+    if (io_tid_ == 0) {
+      std::promise<pid_t> tid;
+      asio::post(io_, [&tid] { tid.set_value(::gettid()); });
+      io_tid_ = tid.get_future().get();
+    }
     std::ifstream status("/proc/self/task/" + std::to_string(io_tid_) + "/status");
     std::string line;
     while (std::getline(status, line)) {
-      if (line.rfind("State:", 0) != 0) continue;
-      const auto at = line.find_first_not_of(" \t", 6);
-      return at == std::string::npos ? '?' : line[at];
+      if (line.rfind(field, 0) != 0) continue;
+      const auto at = line.find_first_not_of(" \t", field.size());
+      return at == std::string::npos ? std::string() : line.substr(at);
     }
-    return '?';
+    return {};
+  }
+  // Waits, up to 10 s, for `done` to hold; returns whether it does.
+  static bool within_10s(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    return done();
   }
 
   asio::io_context io_;
@@ -142,6 +154,7 @@ class link_under_test {
   asio::executor_work_guard<asio::io_context::executor_type> guard_;
   std::thread io_thread_;
   pid_t io_tid_ = 0;
+  std::vector<std::shared_ptr<hold>> holds_;
 };
 
 // Brings `t`'s link up and past the I/O thread's first parking: until then the I/O thread may take
