@@ -61,6 +61,37 @@ TEST(FairMutex, TimesOutInLineThenLeavesIt) {
   EXPECT_FALSE(f.is_locked());
 }
 
+// A waiter whose client is destroyed leaves the line before the client goes: otherwise its place
+// keeps the free lock from everyone until it times out (the lease left plus 5 minutes).
+TEST(FairMutex, AWaiterOfADestroyedClientLeavesTheLine) {
+  redis_server server;
+  client holder{server.url()};
+  fair_mutex held = holder.get_fair_lock(unique_key("f"));
+  const std::string queue = locks::fair_queue_key(held.name());
+  held.lock();
+  std::future<std::error_code> waiter_ended;
+  {
+    client doomed{server.url()};
+    fair_mutex waiting = doomed.get_fair_lock(held.name());
+    waiter_ended = std::async(std::launch::async, [&]() -> std::error_code {
+      try {
+        waiting.lock();
+        return {};
+      } catch (const error& e) {
+        return e.code();
+      }
+    });
+    ASSERT_TRUE(test::eventually([&] { return held.status().queue_length == 1; }));
+  }  // ~client while its thread waits in lock()
+  EXPECT_EQ(waiter_ended.get(), errc::client_stopped);
+  EXPECT_EQ(holder.command({"EXISTS", queue}).integer, 0) << "the destroyed waiter left the line";
+  held.unlock();
+  client next{server.url()};
+  fair_mutex free_lock = next.get_fair_lock(held.name());
+  EXPECT_TRUE(std::async(std::launch::async, [&] { return free_lock.try_lock(); }).get());
+  free_lock.unlock();
+}
+
 TEST(FairMutex, ReentryLeaseAndUnlockByANonOwner) {
   redis_server server;
   client c{server.url()};

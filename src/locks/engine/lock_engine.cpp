@@ -234,7 +234,7 @@ void lock_engine::leave_line(const lock_ref& lock, std::uint64_t owner) noexcept
   try {
     const auto call = lock.protocol->leave_line(
         lock.name, holds_.registry.owner_field(lock.protocol->waits_by_owner() ? owner : 0));
-    if (call) io_.eval(*call, [](std::error_code, const reply&) {});
+    if (call) releases_->send_once(*call);  // shutdown() gives it the releases' time
   } catch (...) {
     // Stopped, or out of memory: the client's place lapses with its line deadline.
   }
@@ -476,9 +476,26 @@ void lock_engine::release_orphan(const hold_key& key) noexcept {
   }
 }
 
+void lock_engine::stop_acquisitions() {
+  std::vector<std::shared_ptr<acquisition>> all;  // copied: finishing erases from the map
+  for (const auto& [raw, machine] : acquisitions_)
+    all.push_back(machine);
+  for (const auto& machine : all)
+    machine->stop();  // waiting callers and async handlers get client_stopped
+}
+
 void lock_engine::shutdown(milliseconds limit) {
-  releases_->drain(limit);  // releases already queued (and their retries) get `limit`
-  io_.stop();               // nothing new reaches the router from now on
+  // Waiters stop first, while requests still go out: one in a server-side wait line (the fair
+  // lock's) leaves it instead of keeping the lock from everyone until its place times out.
+  std::promise<void> stopped_waiters;
+  asio::post(io_.io(), [this, &stopped_waiters] {
+    stop_acquisitions();
+    stopped_waiters.set_value();
+  });
+  stopped_waiters.get_future().wait();
+  // Releases and those departures (and their retries) get `limit`.
+  releases_->drain(limit);
+  io_.stop();  // nothing new reaches the router from now on
   losses lost;
   {
     // Nobody renews the remaining holds any more: their holders must hear it.
@@ -489,11 +506,7 @@ void lock_engine::shutdown(milliseconds limit) {
   // that outlive the client never touch the destroyed io_context.
   std::promise<void> dropped;
   asio::post(io_.io(), [this, &dropped] {
-    std::vector<std::shared_ptr<acquisition>> all;  // copied: finishing erases from the map
-    for (const auto& [raw, machine] : acquisitions_)
-      all.push_back(machine);
-    for (const auto& machine : all)
-      machine->stop();  // waiting callers and async handlers get client_stopped
+    stop_acquisitions();  // those that began meanwhile
     std::vector<subscription> parked;
     {
       std::lock_guard lock(parked_mutex_);

@@ -141,6 +141,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   // `owner` gave up waiting for `lock`: the client (or, for a type that waits_by_owner(), that
   // owner) leaves the server's line.
   void leave_line(const lock_ref& lock, std::uint64_t owner) noexcept;
+  // Every acquisition under way ends with errc::client_stopped (I/O thread).
+  void stop_acquisitions();
   // Sends an attempt (with WAIT behind it when min_replicas asks for it). `c`: see
   // net::connection::caller.
   void send_attempt(const lock_ref& lock, const script_call& call, net::completion done,

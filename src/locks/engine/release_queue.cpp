@@ -56,6 +56,21 @@ void release_queue::send_try(const lock_protocol& protocol, release_request requ
   }
 }
 
+void release_queue::send_once(const script_call& call) {
+  {
+    std::lock_guard lock(mutex_);
+    ++in_flight_;
+  }
+  try {
+    send_(call, false, timing::now, [weak = weak_from_this()](std::error_code, const reply&) {
+      if (auto self = weak.lock()) self->finished();
+    });
+  } catch (...) {
+    finished();
+    throw;
+  }
+}
+
 void release_queue::finished() {
   {
     std::lock_guard lock(mutex_);

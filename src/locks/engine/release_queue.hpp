@@ -42,6 +42,11 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   // written at once, whatever `when` the first try had.
   void send(const lock_protocol& protocol, release_request request, timing when = timing::now);
 
+  // Sends a call that gives something back without a hold's token to make a retry harmless (a
+  // waiter leaving a server-side wait line): once, but counted in flight like a release, so
+  // that drain() gives it the same time. Throws as send_fn.
+  void send_once(const script_call& call);
+
   // Waits up to `limit` until no release is in flight.
   void drain(std::chrono::milliseconds limit);
 
