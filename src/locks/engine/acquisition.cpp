@@ -187,11 +187,9 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
     return;
   }
   if (ec) {
-    // The script may have run: a lease key's orphan is undone now (nobody would ever release
-    // it); a thread's is taken over by that thread's next acquisition (see the lock script).
-    if (ec != errc::server_error && ec != errc::wrong_type && p_.release_orphans) {
-      engine_->release_orphan(key_);
-    }
+    // The script may have run and taken the lock after all: undone now, unless the owner held
+    // it already (lock_engine::release_orphan), rather than left held until its lease ends.
+    if (ec != errc::server_error && ec != errc::wrong_type) engine_->release_orphan(key_);
     const auto a = machine_.on_failed();
     finish(ec, detail, false, a.pass_wake_up);
     return;

@@ -29,9 +29,6 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   struct params {
     lock_ref lock;
     std::uint64_t owner = 0;
-    // The owner is used once only (a lease key): an attempt whose reply was lost must release
-    // what it may have taken, since nobody would ever use that key again.
-    bool release_orphans = false;
     std::optional<std::chrono::milliseconds> lease;
     clock::time_point deadline;
     std::stop_token cancel;

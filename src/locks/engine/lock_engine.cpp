@@ -338,7 +338,13 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
     } catch (const error& e) {
       // A link broken under the attempt where masters move (a failover): the waiting machine
       // tries again soon, as the same owner (see acquisition::on_reply).
-      if (e.code() != errc::connection_lost || deadline <= clock::now() || !masters_move()) throw;
+      if (e.code() != errc::connection_lost || deadline <= clock::now() || !masters_move()) {
+        // The script may have run and taken the lock after all (see acquisition::on_reply).
+        if (e.code() != errc::server_error && e.code() != errc::wrong_type) {
+          release_orphan(hold_key{lock, owner});
+        }
+        throw;
+      }
       first.status = attempt_outcome::kind::held_by_other;
       first.holder_ttl_ms = 50;
     }
@@ -362,8 +368,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
   // Wait on the I/O thread's machine; the outcome travels as a reply (integer 1: held).
   net::sync_call call;
   auto machine = acquisition::create(
-      shared_from_this(),
-      {lock, owner, false, lease ? std::optional(*lease) : std::nullopt, deadline, {}},
+      shared_from_this(), {lock, owner, lease ? std::optional(*lease) : std::nullopt, deadline, {}},
       [done = call.handler()](std::error_code ec, const std::string& detail, bool held) {
         // Not confirmed by enough replicas is "not acquired", not a failure (integer 2).
         if (ec == errc::replicas_unavailable) return done({}, reply::make_integer(2));
@@ -404,7 +409,7 @@ void lock_engine::async_acquire(const lock_ref& lock, const acquire_options& opt
     }
   };
   auto machine = acquisition::create(shared_from_this(),
-                                     {lock, owner, true, options.lease, deadline, options.cancel},
+                                     {lock, owner, options.lease, deadline, options.cancel},
                                      std::move(on_done));
   try {
     io_.post([machine] { machine->start(); });
