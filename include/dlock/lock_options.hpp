@@ -56,6 +56,7 @@ class lease_time {
 
 struct lock_options {
   // The lease of locks taken without an explicit one; renewed every third of it while held.
+  // Positive, at most max_lock_lease.
   std::chrono::milliseconds watchdog_timeout{30000};
   // Told of every lost hold, after the hold's stop_token was stopped: for logs and alerts. Runs on
   // the thread that noticed the loss (usually the I/O thread) and must not block or throw
@@ -65,7 +66,8 @@ struct lock_options {
   // follows the lock script on the same connection. Fewer acknowledgements undo the acquisition
   // (token-checked) and count as a failed attempt: try_lock* returns false when its wait runs out
   // (the error_code forms say errc::replicas_unavailable), lock() keeps trying. 0: no WAIT.
-  // URL: ?min_replicas=N&replica_timeout=MS.
+  // URL: ?min_replicas=N&replica_timeout=MS. replica_timeout: 0 or more (at least 1 ms with
+  // min_replicas), at most a day.
   std::uint32_t min_replicas = 0;
   std::chrono::milliseconds replica_timeout{100};
   // Fair locks (dlock::fair_mutex): the thread wait time W, Redisson's fairLockWaitTimeout (also

@@ -79,6 +79,10 @@ struct client_options {
   // period the connection is taken as dead and re-established. Zero disables the check.
   std::chrono::milliseconds health_check_interval{5000};
   // Reconnect delays grow from the first to the cap, doubling, with jitter.
+  //
+  // The durations above are checked when a client is made (errc::invalid_argument naming the
+  // setting): every one at most a day; the timeouts and reconnect_delay_min at least 1 ms,
+  // health_check_interval 0 or more, reconnect_delay_max not below reconnect_delay_min.
   std::chrono::milliseconds reconnect_delay_min{50};
   std::chrono::milliseconds reconnect_delay_max{2000};
 

@@ -72,6 +72,8 @@ struct redlock_options {
   // After a split vote (no majority for anyone) an attempt is retried after a random delay in
   // [retry_delay / 2, retry_delay * 3 / 2], so that competing clients do not split again.
   std::chrono::milliseconds retry_delay{5};
+  // The three durations above must be at least 1 ms and at most a day, slow_acquisition 0 or
+  // more and at most a day: the constructor throws errc::invalid_argument otherwise.
   // Operational events as structured records (dlock/log.hpp): "lock lost", "slow acquisition"
   // and "no majority" (an acquisition's attempts found no majority several times in a row; at
   // most one record per 10 s), plus every master client's own records ("connection lost", ...)

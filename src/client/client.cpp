@@ -10,6 +10,7 @@
 #include "client/shared_io.hpp"
 #include "core/log_sink.hpp"
 #include "core/process.hpp"
+#include "core/setting_range.hpp"
 #include "locks/engine/lock_engine.hpp"
 #include "locks/handles/handle_state.hpp"
 #include "locks/handles/latch_state.hpp"
@@ -138,23 +139,31 @@ std::unique_ptr<topology::topology> make_topology(asio::io_context& io,
 
 // Throws errc::invalid_argument for options a client cannot work with.
 void check_options(const client_options& options) {
-  if (options.connect_timeout.count() <= 0 || options.request_timeout.count() <= 0) {
-    throw error(errc::invalid_argument, "connect_timeout and request_timeout must be positive");
-  }
+  using std::chrono::milliseconds;
+  core::check_setting(options.connect_timeout, milliseconds(1), "connect_timeout");
+  core::check_setting(options.request_timeout, milliseconds(1), "request_timeout");
+  core::check_setting(options.health_check_interval, milliseconds(0),
+                      "health_check_interval (0: no check)");
+  // Zero delays would retry a refused connection in a busy loop.
+  core::check_setting(options.reconnect_delay_min, milliseconds(1), "reconnect_delay_min");
+  core::check_setting(options.reconnect_delay_max, options.reconnect_delay_min,
+                      "reconnect_delay_max (not below reconnect_delay_min)");
   if (options.unix_path.empty() && options.host.empty()) {
     throw error(errc::invalid_argument, "no host and no unix socket path");
   }
-  if (options.locks.min_replicas > 0 && options.locks.replica_timeout.count() <= 0) {
+  // WAIT 0 would wait for ever.
+  core::check_setting(options.locks.replica_timeout,
+                      milliseconds(options.locks.min_replicas > 0 ? 1 : 0),
+                      "locks.replica_timeout");
+  core::check_setting(options.locks.fair_wait_timeout, milliseconds(1), "locks.fair_wait_timeout");
+  core::check_setting(options.slow_acquisition, milliseconds(0), "slow_acquisition (0: no log)");
+  const milliseconds watchdog = options.lock_watchdog_timeout.count() != 0
+                                    ? options.lock_watchdog_timeout
+                                    : options.locks.watchdog_timeout;
+  if (watchdog.count() <= 0 || watchdog > max_lock_lease) {
     throw error(errc::invalid_argument,
-                "locks.replica_timeout must be positive when min_replicas is set (WAIT 0 would "
-                "wait for ever)");
-  }
-  if (options.locks.fair_wait_timeout.count() <= 0 ||
-      options.locks.fair_wait_timeout > std::chrono::hours(24)) {
-    throw error(errc::invalid_argument, "locks.fair_wait_timeout must be positive, at most a day");
-  }
-  if (options.slow_acquisition.count() < 0) {
-    throw error(errc::invalid_argument, "slow_acquisition must not be negative (zero: no log)");
+                "locks.watchdog_timeout must be positive and at most max_lock_lease; got " +
+                    std::to_string(watchdog.count()) + " ms");
   }
   for (const server_address& a : options.more_hosts) {
     if (a.host.empty() || a.port == 0)

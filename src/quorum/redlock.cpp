@@ -36,6 +36,7 @@
 #include "client/shared_io.hpp"
 #include "core/identity.hpp"
 #include "core/log_sink.hpp"
+#include "core/setting_range.hpp"
 #include "dlock/client.hpp"
 #include "dlock/embedded_scripts.hpp"
 #include "dlock/error.hpp"
@@ -359,16 +360,13 @@ redlock::impl::impl(const std::vector<std::string>& urls, redlock_options option
     : options_(std::move(options)), log_(options_.on_log) {
   if (urls.empty()) throw error(errc::invalid_argument, "redlock needs at least one master URL");
   check_lease(options_.watchdog_timeout, "redlock_options::watchdog_timeout");
-  if (options_.request_timeout <= milliseconds::zero() ||
-      options_.connect_timeout <= milliseconds::zero() || options_.retry_delay < milliseconds(1)) {
-    throw error(errc::invalid_argument,
-                "redlock_options: request_timeout and connect_timeout must be positive, "
-                "retry_delay at least 1 ms");
-  }
-  if (options_.slow_acquisition < milliseconds::zero()) {
-    throw error(errc::invalid_argument,
-                "redlock_options::slow_acquisition must not be negative (zero: no log)");
-  }
+  core::check_setting(options_.request_timeout, milliseconds(1),
+                      "redlock_options::request_timeout");
+  core::check_setting(options_.connect_timeout, milliseconds(1),
+                      "redlock_options::connect_timeout");
+  core::check_setting(options_.retry_delay, milliseconds(1), "redlock_options::retry_delay");
+  core::check_setting(options_.slow_acquisition, milliseconds(0),
+                      "redlock_options::slow_acquisition (0: no log)");
   std::vector<client_options> parsed;
   std::set<std::string> seen;
   for (std::size_t i = 0; i < urls.size(); ++i) {

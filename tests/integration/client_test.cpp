@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <latch>
 #include <thread>
@@ -92,6 +93,50 @@ TEST_F(ClientTest, EmptyCommandIsRejectedBeforeAnyIo) {
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::invalid_argument);
   }
+}
+
+// Durations a client cannot work with are refused when it is made, naming the setting: before,
+// milliseconds::max() overflowed the deadlines (every request failed at once as timed out) and
+// zero reconnect delays retried a refused port in a busy loop.
+TEST(ClientOptions, OutOfRangeDurationsAreRefusedWhenTheClientIsMade) {
+  using std::chrono::milliseconds;
+  static constexpr milliseconds huge = milliseconds::max();
+  const std::vector<std::pair<std::string, std::function<void(client_options&)>>> bad = {
+      {"connect_timeout", [](client_options& o) { o.connect_timeout = huge; }},
+      {"connect_timeout", [](client_options& o) { o.connect_timeout = milliseconds(0); }},
+      {"request_timeout", [](client_options& o) { o.request_timeout = huge; }},
+      {"request_timeout", [](client_options& o) { o.request_timeout = milliseconds(-5); }},
+      {"health_check_interval", [](client_options& o) { o.health_check_interval = huge; }},
+      {"health_check_interval",
+       [](client_options& o) { o.health_check_interval = milliseconds(-1); }},
+      {"reconnect_delay_min", [](client_options& o) { o.reconnect_delay_min = milliseconds(0); }},
+      {"reconnect_delay_max",
+       [](client_options& o) {
+         o.reconnect_delay_min = milliseconds(100);
+         o.reconnect_delay_max = milliseconds(50);
+       }},
+      {"reconnect_delay_max", [](client_options& o) { o.reconnect_delay_max = huge; }},
+      {"replica_timeout", [](client_options& o) { o.locks.replica_timeout = milliseconds(-1); }},
+      {"watchdog_timeout", [](client_options& o) { o.locks.watchdog_timeout = milliseconds(0); }},
+      {"slow_acquisition", [](client_options& o) { o.slow_acquisition = huge; }},
+  };
+  for (const auto& [name, spoil] : bad) {
+    client_options o = client_options::from_url("redis://127.0.0.1:1");
+    spoil(o);
+    try {
+      client c{o};
+      ADD_FAILURE() << name << ": accepted";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument) << name;
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+  // The bounds themselves are fine (a day, zero where zero means "off").
+  client_options edge = client_options::from_url("redis://127.0.0.1:1");
+  edge.request_timeout = std::chrono::hours(24);
+  edge.health_check_interval = milliseconds(0);
+  edge.reconnect_delay_min = edge.reconnect_delay_max = milliseconds(1);
+  EXPECT_NO_THROW(client{edge});
 }
 
 // 8 threads x 10,000 INCRs, each thread on its own counter: every reply must be the next number,
