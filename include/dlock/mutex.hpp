@@ -101,7 +101,9 @@ class mutex {
   // mutex::try_lock_for(wait), try_lock_for(wait, lease), try_lock_until(deadline)
   // Waits up to `wait` (or until `deadline`, on any clock) for the lock. Returns false when the
   // time ran out. A zero or past wait is one attempt, like try_lock(). Waits beyond a century
-  // (duration::max()) wait until acquired.
+  // (duration::max()) wait until acquired. An attempt already sent when the time runs out is
+  // still waited for (up to request_timeout): on a stalled server the call can return late, and
+  // then with the lock (docs/locks.md, "Waits").
   template <typename Rep, typename Period>
   [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
     return acquire_for(detail::steady_wait(wait), nullptr);
