@@ -85,10 +85,12 @@ class cli_process {
  public:
   // `detached`: in a new session, without a controlling terminal, as under cron, also when the
   // tests run in a terminal.
+  // `wrapper`: a program line that starts dlock (its path and `args` follow), such as a shell.
   explicit cli_process(std::vector<std::string> args, std::vector<std::string> env_overrides = {},
-                       bool detached = false)
+                       bool detached = false, const std::vector<std::string>& wrapper = {})
       : err_path_(dir_ / "stderr") {
     args.insert(args.begin(), cli);
+    args.insert(args.begin(), wrapper.begin(), wrapper.end());
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry(*e);
@@ -612,6 +614,25 @@ TEST(CliExec, ASignalWhileWaitingEndsDlockWithoutRunningTheCommand) {
   EXPECT_EQ(m.status().last_fencing_token, m.fencing_token());
   m.unlock();
   EXPECT_FALSE(m.status().locked);
+}
+
+// Signals ignored by whoever started dlock (nohup; a background job of a non-interactive shell
+// ignores SIGINT) stay ignored: they neither end the wait nor are handled later.
+TEST(CliExec, SignalsIgnoredByWhoStartedDlockStayIgnoredAsUnderNohup) {
+  redis_server server;
+  temp_dir dir;
+  const std::string name = unique_key("nohup"), marker = dir / "ran";
+  client c{server.url()};
+  mutex m = c.get_lock(name);
+  m.lock();
+  cli_process p({"--redis", server.url(), "exec", name, "--", "touch", marker}, {}, false,
+                {"/bin/sh", "-c", "trap '' HUP INT; exec \"$0\" \"$@\""});
+  ASSERT_TRUE(eventually([&] { return m.status().subscribers == 1; })) << p.err();
+  p.signal(SIGHUP);  // discarded by the kernel before kill() returns: ignored, not blocked
+  p.signal(SIGINT);
+  m.unlock();
+  EXPECT_EQ(p.wait(process_slack), 0) << p.err();
+  EXPECT_TRUE(fs::exists(marker)) << "an ignored signal ended the wait";
 }
 
 TEST(CliExec, ALockDeletedBehindItsBackGetsTheCommandKilledAndExit70) {

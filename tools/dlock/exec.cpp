@@ -58,14 +58,6 @@ bool is_forwarded(int sig) {
          forwarded_signals.end();
 }
 
-sigset_t make_sigset(std::initializer_list<int> signals) {
-  sigset_t set;
-  ::sigemptyset(&set);
-  for (int s : signals)
-    ::sigaddset(&set, s);
-  return set;
-}
-
 // The descriptors open now. Taken first thing, it is the set dlock inherited, which the command
 // inherits too; descriptors dlock opens later must not leak into the command, where they would
 // keep dlock's connections open after dlock is gone. (The library's Redis sockets are close-on-exec
@@ -287,20 +279,10 @@ int run_exec(const exec_options& o) {
 
   // Blocked in this thread before any other exists, so in every thread: these signals wait in the
   // signalfd instead of interrupting anyone. The command gets the original mask.
-  const sigset_t handled = make_sigset({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
-  sigset_t original;
-  ::pthread_sigmask(SIG_BLOCK, &handled, &original);
-  // SIGCHLD ignored by whoever started dlock would make the kernel reap the command unseen; a
-  // closed stderr must not kill dlock (SIGPIPE) before it has stopped a command that lost its lock.
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  ::sigaction(SIGCHLD, &default_action, nullptr);
-  struct sigaction ignore_action {};
-  ignore_action.sa_handler = SIG_IGN;
-  struct sigaction old_sigpipe {};
-  ::sigaction(SIGPIPE, &ignore_action, &old_sigpipe);
-  const bool default_sigpipe = old_sigpipe.sa_handler != SIG_IGN;
-  const unique_fd signals(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+  exec_signals taken = take_exec_signals();
+  const unique_fd& signals = taken.fd;
+  const sigset_t& original = taken.original;
+  const bool default_sigpipe = taken.default_sigpipe;
   if (!signals.valid()) {
     print_error(fmt::format("signalfd: {}", std::strerror(errno)));
     return exit_os_error;

@@ -2,13 +2,16 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -52,6 +55,49 @@ inline int poll_timeout(std::chrono::steady_clock::time_point deadline) {
 inline std::string signal_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+inline sigset_t make_sigset(std::initializer_list<int> signals) {
+  sigset_t set;
+  ::sigemptyset(&set);
+  for (int s : signals)
+    ::sigaddset(&set, s);
+  return set;
+}
+
+// The signals `dlock exec` handles, taken over from their default actions.
+struct exec_signals {
+  unique_fd fd;            // a non-blocking signalfd of them; not valid if signalfd() failed
+  sigset_t original{};     // the mask dlock inherited: the command's
+  bool default_sigpipe{};  // whether SIGPIPE had its default action: reset for the command
+};
+
+// Call before any other thread exists. Blocks, and reads from exec_signals::fd, SIGCHLD and
+// those of SIGINT, SIGTERM and SIGHUP that whoever started dlock did not ignore: an ignored one
+// stays ignored, since a blocked signal is queued even when ignored and would end the wait
+// (`nohup dlock exec` survives SIGHUP, and the command inherits the ignoring, as from a shell).
+// SIGCHLD gets its default action (ignored, the kernel would reap the command unseen) and
+// SIGPIPE is ignored (a closed stderr must not kill dlock before it stops a command that lost
+// its lock).
+inline exec_signals take_exec_signals() {
+  exec_signals out;
+  sigset_t handled = make_sigset({SIGCHLD});
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction now {};
+    if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler != SIG_IGN)
+      ::sigaddset(&handled, sig);
+  }
+  ::pthread_sigmask(SIG_BLOCK, &handled, &out.original);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  ::sigaction(SIGCHLD, &default_action, nullptr);
+  struct sigaction ignore_action {};
+  ignore_action.sa_handler = SIG_IGN;
+  struct sigaction old_sigpipe {};
+  ::sigaction(SIGPIPE, &ignore_action, &old_sigpipe);
+  out.default_sigpipe = old_sigpipe.sa_handler != SIG_IGN;
+  out.fd = unique_fd(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+  return out;
 }
 
 }  // namespace dlock::cli

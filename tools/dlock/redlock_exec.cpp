@@ -39,14 +39,6 @@ bool is_forwarded(int sig) {
   return sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
 }
 
-sigset_t make_sigset(std::initializer_list<int> signals) {
-  sigset_t set;
-  ::sigemptyset(&set);
-  for (int s : signals)
-    ::sigaddset(&set, s);
-  return set;
-}
-
 int read_signal(int fd) {
   signalfd_siginfo info{};
   if (::read(fd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return 0;
@@ -156,18 +148,10 @@ std::vector<std::string> environment(const exec_options& o, const acquired& hold
 }  // namespace
 
 int run_redlock_exec(const exec_options& o, const std::vector<std::string>& master_urls) {
-  const sigset_t handled = make_sigset({SIGINT, SIGTERM, SIGHUP, SIGCHLD});
-  sigset_t original;
-  ::pthread_sigmask(SIG_BLOCK, &handled, &original);
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  ::sigaction(SIGCHLD, &default_action, nullptr);
-  struct sigaction ignore_action {};
-  ignore_action.sa_handler = SIG_IGN;
-  struct sigaction old_sigpipe {};
-  ::sigaction(SIGPIPE, &ignore_action, &old_sigpipe);
-  const bool default_sigpipe = old_sigpipe.sa_handler != SIG_IGN;
-  const unique_fd signals(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+  exec_signals taken = take_exec_signals();  // as run_exec does
+  const unique_fd& signals = taken.fd;
+  const sigset_t& original = taken.original;
+  const bool default_sigpipe = taken.default_sigpipe;
   if (!signals.valid()) {
     print_error(fmt::format("signalfd: {}", std::strerror(errno)));
     return exit_os_error;
