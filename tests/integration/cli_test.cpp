@@ -1078,8 +1078,17 @@ TEST(CliUnlock, ForceRefusesAKeyThatHoldsDataAndLeavesItUntouched) {
   c.command({"SET", text, "data"});
   c.command({"HSET", record, "name", "alice", "age", "30"});
   c.command({"HSET", counters, "views", "12"});  // numbers, like hold counts, in user fields
-  const std::vector<std::pair<std::string, std::string>> keys{
+  std::vector<std::pair<std::string, std::string>> keys{
       {text, "holds a string"}, {record, "holds a hash"}, {counters, "holds a hash"}};
+  // Owner-like fields whose values Lua's tonumber() reads as numbers but that are not the
+  // decimal hold counts status accepts: data to both commands (unlock used to delete them).
+  std::vector<std::string> near_counts;
+  for (const char* count : {"5.5", "1e3", "0x10", "+5", " 5", "5 ", "inf", "000",
+                            "99999999999999999999"}) {
+    near_counts.push_back(unique_key("near-count"));
+    c.command({"HSET", near_counts.back(), "client:1", count});
+    keys.emplace_back(near_counts.back(), "holds a hash");
+  }
   for (const auto& [key, what] : keys) {
     const tools::command_result r = run_cli(server.url(), {"unlock", "--force", key});
     EXPECT_EQ(r.exit_code, 64) << key << ": " << r.out << r.err;

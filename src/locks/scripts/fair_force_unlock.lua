@@ -22,8 +22,11 @@ if redis.call('hlen', KEYS[1]) > 64 then
 end
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
-  local count = tonumber(fields[i + 1])
-  if not string.find(fields[i], ':%d+$') or count == nil or count < 1 then
+  -- "<client id>:<holder number>" -> a positive count in decimal digits, as status reads it
+  -- (rlock_hold.hpp): 5.5, 1e3, 0x10, " 5" or inf are data, not counts.
+  local count = fields[i + 1]
+  if not string.find(fields[i], '^.+:%d+$') or not string.find(count, '^%d+$') or #count > 19 or
+     not string.find(count, '[1-9]') then
     return {-1, 'a hash that is not a lock (field ' .. string.format('%q', fields[i]) .. ')'}
   end
 end

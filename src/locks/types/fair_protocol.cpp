@@ -23,18 +23,6 @@ std::string ms_arg(std::chrono::milliseconds d) {
                                         " script: " + to_string(r));
 }
 
-bool is_count(const std::string& s) {
-  return !s.empty() && s.size() <= 19 && s.find_first_not_of("0123456789") == std::string::npos &&
-         std::stoull(s) > 0;
-}
-
-// "<client id>:<holder number>", as every lock field (force_unlock.lua checks the same).
-bool is_owner_field(const std::string& field) {
-  const std::size_t colon = field.rfind(':');
-  return colon != std::string::npos && colon > 0 && colon + 1 < field.size() &&
-         field.find_first_not_of("0123456789", colon + 1) == std::string::npos;
-}
-
 }  // namespace
 
 fair_protocol::fair_protocol(std::chrono::milliseconds thread_wait)
@@ -162,7 +150,7 @@ lock_status fair_protocol::read_status(std::string_view name, const reply& r) co
   for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
     const std::string& field = fields[i].str;
     if (field == "mode") throw not_a_lock("a read-write lock (dlock::shared_mutex)");
-    if (!is_owner_field(field) || !is_count(fields[i + 1].str)) {
+    if (!is_rlock_owner_field(field) || !is_rlock_count(fields[i + 1].str)) {
       throw not_a_lock("a hash that is not a lock (field '" + printable_name(field) + "')");
     }
     s.holders.push_back({field, std::stoull(fields[i + 1].str)});

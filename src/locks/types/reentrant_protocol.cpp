@@ -159,19 +159,12 @@ lock_status reentrant_protocol::read_status(std::string_view name, const reply& 
   } catch (const std::logic_error&) {  // stoull: not a number, or out of range
     throw error(errc::protocol_error, "the fencing counter is not a number: " + to_string(r));
   }
-  // A lock's fields are "<client id>:<holder number>" -> a positive hold count (as
-  // force_unlock.lua checks); anything else is someone's data.
+  // Anything but a lock's fields is someone's data.
   const auto& fields = r.elements[3].elements;
   for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
     const std::string& field = fields[i].str;
     const std::string& count = fields[i + 1].str;
-    const std::size_t colon = field.rfind(':');
-    const bool field_ok = colon != std::string::npos && colon > 0 && colon + 1 < field.size() &&
-                          field.find_first_not_of("0123456789", colon + 1) == std::string::npos;
-    const bool count_ok = !count.empty() && count.size() <= 19 &&
-                          count.find_first_not_of("0123456789") == std::string::npos &&
-                          std::stoull(count) > 0;
-    if (!field_ok || !count_ok) {
+    if (!is_rlock_owner_field(field) || !is_rlock_count(count)) {
       throw not_a_lock("a hash that is not a lock (field '" + printable_name(field) + "')");
     }
     s.holders.push_back({field, std::stoull(count)});

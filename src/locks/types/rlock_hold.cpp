@@ -6,6 +6,19 @@
 #include "locks/types/kind_refusal.hpp"
 
 namespace dlock::locks {
+
+bool is_rlock_owner_field(std::string_view field) {
+  const std::size_t colon = field.rfind(':');
+  return colon != std::string_view::npos && colon > 0 && colon + 1 < field.size() &&
+         field.find_first_not_of("0123456789", colon + 1) == std::string_view::npos;
+}
+
+bool is_rlock_count(std::string_view count) {
+  return !count.empty() && count.size() <= 19 &&
+         count.find_first_not_of("0123456789") == std::string_view::npos &&
+         count.find_first_not_of('0') != std::string_view::npos;  // positive
+}
+
 namespace {
 
 [[noreturn]] void unexpected(std::string_view label, std::string_view what, const reply& r) {

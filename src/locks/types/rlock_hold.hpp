@@ -18,6 +18,12 @@
 
 namespace dlock::locks {
 
+// The RLock hash's fields: "<client id>:<holder number>" -> a positive hold count, decimal digits
+// only (at most 19). Any other field is someone's data, which status reports and force-unlock
+// scripts refuse to delete (force_unlock.lua and fair_force_unlock.lua check the same).
+bool is_rlock_owner_field(std::string_view field);
+bool is_rlock_count(std::string_view count);
+
 // An attempt's {status, value}: 1 acquired (value: the token), 2 re-entered (value: the count), 0
 // held by another (value: its TTL in ms, < 0: none). Empty for any other status, or a token or
 // count that is not positive: the caller reports the reply as unexpected. Shared with the
