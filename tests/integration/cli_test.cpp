@@ -1110,6 +1110,28 @@ TEST(CliUnlock, ForceRefusesAKeyThatHoldsDataAndLeavesItUntouched) {
   EXPECT_EQ(c.command({"HGET", record, "name"}).str, "alice");
   EXPECT_EQ(c.command({"HGET", record, "age"}).str, "30");
   EXPECT_EQ(c.command({"HGET", counters, "views"}).str, "12");
+  for (const std::string& key : near_counts)
+    EXPECT_EQ(c.command({"EXISTS", key}).integer, 1) << key;
+}
+
+// Holders' values and fields come from Redis, where anyone may write: the text output shows
+// control bytes as \xNN instead of sending escape sequences to the reader's terminal.
+TEST(CliStatus, ControlBytesInHoldersAreShownEscaped) {
+  redis_server server;
+  client c{server.url()};
+  const std::string hostile = "evil\x1b]0;pwned\x07\x1b[2J\nfake line";
+  const std::string plain = unique_key("plain"), hash = unique_key("hash");
+  c.command({"SET", plain, hostile, "PX", "60000"});
+  c.command({"HSET", hash, "ow\x1b[31mner\n:1", "1"});
+  c.command({"PEXPIRE", hash, "60000"});
+  for (const std::string& key : {plain, hash}) {
+    const tools::command_result r = run_cli(server.url(), {"status", key});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find('\x07'), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\\x1b"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("\nfake line"), std::string::npos) << r.out;
+  }
 }
 
 // --- the plain lock (--plain)

@@ -83,12 +83,18 @@ std::string to_json(const std::string& name, lock_kind kind, const lock_status& 
       s.subscribers, kind_name(kind), read_write);
 }
 
+// A holder's value or field, as read from Redis, for the text output: anyone who can write to
+// Redis can put bytes there, so control bytes appear as \xNN (see shown()); --json has it whole.
+std::string shown_value(std::string_view value) {
+  return shown(value, 256);
+}
+
 std::string semaphore_text(const std::string& name, const lock_status& s) {
   std::string out = fmt::format("semaphore '{}': {} of {} permits available\n", shown_name(name),
                                 s.permits_available, s.permits_total);
   out += "  kind                semaphore (Redisson's permit-expirable semaphore)\n";
   for (const lock_holder& h : s.holders) {
-    out += fmt::format("  permit              {} (lease left: {})\n", h.owner,
+    out += fmt::format("  permit              {} (lease left: {})\n", shown_value(h.owner),
                        h.lease_left.count() < 0 ? std::string("none, never expires")
                                                 : format_seconds(h.lease_left));
   }
@@ -105,17 +111,17 @@ std::string to_text(const std::string& name, lock_kind kind, const lock_status& 
         "  kind                plain lock (SET NX PX: dlock --plain, redis-py, redsync, "
         "node-redlock)\n";
     for (const lock_holder& h : s.holders)
-      out += fmt::format("  holder value        {}\n", h.owner);
+      out += fmt::format("  holder value        {}\n", shown_value(h.owner));
   }
   if (kind == lock_kind::read_write) {
     out += "  kind                read-write lock (dlock exec -s/-x, Redisson RReadWriteLock)\n";
-    if (s.locked) out += fmt::format("  mode                {}\n", s.mode);
+    if (s.locked) out += fmt::format("  mode                {}\n", shown_value(s.mode));
     for (const lock_holder& h : s.holders) {
       // The writer's field ends with ":write" (Redisson's layout); every other field is a reader.
       const bool writer = h.owner.ends_with(":write");
       out += fmt::format("  {}              {} ({} hold{})\n", writer ? "writer" : "reader",
-                         writer ? h.owner.substr(0, h.owner.size() - 6) : h.owner, h.count,
-                         h.count == 1 ? "" : "s");
+                         shown_value(writer ? h.owner.substr(0, h.owner.size() - 6) : h.owner),
+                         h.count, h.count == 1 ? "" : "s");
     }
     out += fmt::format("  waiting writers     {}\n", s.waiting_writers);
   }
@@ -124,7 +130,7 @@ std::string to_text(const std::string& name, lock_kind kind, const lock_status& 
   }
   if (kind == lock_kind::reentrant || kind == lock_kind::fair) {
     for (const lock_holder& h : s.holders) {
-      out += fmt::format("  holder              {} ({} hold{})\n", h.owner, h.count,
+      out += fmt::format("  holder              {} ({} hold{})\n", shown_value(h.owner), h.count,
                          h.count == 1 ? "" : "s");
     }
   }
@@ -135,7 +141,8 @@ std::string to_text(const std::string& name, lock_kind kind, const lock_status& 
   if (kind == lock_kind::fair) {
     out += fmt::format("  waiting             {} in line\n", s.queue_length);
     for (const lock_waiter& w : s.queue) {
-      out += fmt::format("  in line             {} (dropped if not served within {})\n", w.owner,
+      out += fmt::format("  in line             {} (dropped if not served within {})\n",
+                         shown_value(w.owner),
                          w.has_deadline ? format_seconds(w.deadline_left) : std::string("never"));
     }
     return out;
