@@ -712,6 +712,16 @@ TEST_F(RedlockTest, CliExecWithRepeatedRedisIsRedlock) {
       dlock::tools::run_command({DLOCK_CLI, "--redis", masters_[0]->url(), "--redis",
                                  masters_[0]->url(), "exec", name, "--", "true"});
   EXPECT_EQ(duplicate.exit_code, 64) << duplicate.err;
+  // Other lock types take one deployment: refused, not silently run as a Redlock mutex.
+  for (const std::vector<std::string>& kind :
+       {std::vector<std::string>{"--semaphore", "3"}, {"--fair"}, {"-x"}}) {
+    std::vector<std::string> tail{"exec"};
+    tail.insert(tail.end(), kind.begin(), kind.end());
+    tail.insert(tail.end(), {name, "--", "true"});
+    const auto other = exec(tail);
+    EXPECT_EQ(other.exit_code, 64) << kind[0] << ": " << other.err;
+    EXPECT_NE(other.err.find("not Redlock"), std::string::npos) << other.err;
+  }
   // Only exec takes several.
   const auto status = dlock::tools::run_command(
       {DLOCK_CLI, "--redis", masters_[0]->url(), "--redis", masters_[1]->url(), "status", name});

@@ -362,9 +362,16 @@ int run(int argc, char** argv) {
       print_error(problem);
       return exit_usage;
     }
-    if (redis_options.size() > 1 && (checked->shared || checked->exclusive)) {
-      print_error("-s/-x (the read-write lock) take one Redis deployment, not Redlock");
-      return exit_usage;
+    if (redis_options.size() > 1) {
+      // Redlock has one lock type; these would otherwise be dropped without a word.
+      const char* other_kind = checked->shared || checked->exclusive ? "-s/-x (the read-write lock)"
+                               : checked->fair                       ? "--fair (the fair lock)"
+                               : checked->semaphore_permits          ? "--semaphore"
+                                                                     : nullptr;
+      if (other_kind != nullptr) {
+        print_error(fmt::format("{} takes one Redis deployment, not Redlock", other_kind));
+        return exit_usage;
+      }
     }
     if (redis_options.size() > 1) return run_redlock_exec(*checked, redis_options);
     return run_exec(*checked);
