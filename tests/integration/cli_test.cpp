@@ -1346,6 +1346,19 @@ namespace {
 
 // A read-write exec on a name a plain exec holds, and the reverse: a message naming both kinds,
 // and 64 (README's "usage error", as every errc::wrong_type), never a wait or Redis's WRONGTYPE.
+// A hash whose field is not a lock holder's is data, to exec as to status and unlock: refused
+// with 64 and left alone, instead of waited for until someone deletes it.
+TEST(CliKinds, ExecOnAHashThatHoldsDataIsAUsageErrorAndLeavesItAlone) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("record");
+  c.command({"HSET", name, "name", "bob"});
+  const tools::command_result r = run_cli(server.url(), {"exec", "-w", "5", name, "--", "true"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("a hash that is not a lock"), std::string::npos) << r.err;
+  EXPECT_EQ(c.command({"HGET", name, "name"}).str, "bob");
+}
+
 TEST(CliKinds, ExecOfAnotherKindOnAHeldNameNamesBothKindsAndExits64) {
   redis_server server;
   const std::string name = unique_key("kinds");

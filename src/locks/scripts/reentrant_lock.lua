@@ -38,7 +38,8 @@
 --                        Redisson holder): a dlock waiter then listens there too
 --         {-1, what, name}  the key is not a reentrant lock: `what` names its kind for people
 --                        ("a read-write lock ...", "a semaphore or a latch ...", "a fair lock
---                        ..." while its waiting list KEYS[6] exists), `name` is KEYS[1]
+--                        ..." while its waiting list KEYS[6] exists, "a hash that is not a
+--                        lock ..." when its holder's field is not a lock's), `name` is KEYS[1]
 local counter_ttl_ms = '86400000'  -- a string: Redis formats a number arg with %.17g, dearly
 local id = ARGV[4]
 local lifetime = ARGV[7]
@@ -128,6 +129,12 @@ if mine then
   redis.call('hset', KEYS[1], ARGV[2], string.format('%d', known + 1))
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {2, known + 1}
+end
+-- A holder field that is not "<client id>:<holder number>" is someone's data (status and the
+-- force-unlock script say so too, rlock_hold.hpp): waiting for it to be released would be for ever.
+if not string.find(holder or '', '^.+:%d+$') then
+  return {-1, 'a hash that is not a lock (field ' .. string.format('%q', holder or '') .. ')',
+          KEYS[1]}
 end
 local calls = 0
 if string.find(holder or '', dlock_field) then
