@@ -30,6 +30,10 @@ struct lock_loss {
 // errc::invalid_argument before any I/O (a year is far beyond any sane lease, and keeps every
 // deadline far from the steady clock's range).
 inline constexpr std::chrono::milliseconds max_lock_lease = std::chrono::hours(24 * 365);
+// The largest count a semaphore's permits or a latch may reach (in either sign for permits):
+// 2^53 - 1, the largest integer the servers' Lua scripts (numbers are doubles) hold exactly.
+// Larger ones are refused with errc::invalid_argument, before any I/O where the call alone says.
+inline constexpr std::int64_t max_count = (std::int64_t{1} << 53) - 1;
 
 // An explicit lease: how long a hold lasts unless released first; never renewed.
 //   m.try_lock_for(200ms, dlock::lease_time(10s));   // wait 200 ms, hold for at most 10 s

@@ -232,13 +232,16 @@ class semaphore {
   std::int64_t available_permits();
   // semaphore::try_set_permits(n)
   // Sets the count to n (>= 0) only if the semaphore does not exist (Redisson's trySetPermits),
-  // waking up to n waiters. Returns whether it was set. Throws errc::invalid_argument for n < 0.
+  // waking up to n waiters. Returns whether it was set. Throws errc::invalid_argument for n < 0
+  // or n > max_count.
   bool try_set_permits(std::int64_t n);
   // semaphore::add_permits(delta)
   // Adds delta (may be negative) to the available permits (Redisson's addPermits), creating the
   // semaphore with the handle's count first if it does not exist; a positive delta wakes up to
   // delta waiters. Permits held stay held: after a negative delta the count may go below zero
   // and nobody gets a permit until enough have come back. Returns the new available count.
+  // Throws errc::invalid_argument when |delta| or the new count would exceed max_count (the
+  // count is left as it was).
   std::int64_t add_permits(std::int64_t delta);
 
   // semaphore::force_release()

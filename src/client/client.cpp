@@ -384,9 +384,9 @@ plain_lock client::get_plain_lock(std::string name) {
 semaphore client::get_semaphore(std::string name, std::int64_t permits) {
   core::check_same_process(impl_->made_in);
   locks::validate_lock_name(name);
-  if (permits < 0) {
+  if (permits < 0 || permits > max_count) {
     throw error(errc::invalid_argument,
-                "a semaphore's permits cannot be negative: " + std::to_string(permits));
+                "a semaphore's permits must be 0 to 2^53 - 1: " + std::to_string(permits));
   }
   return semaphore(
       std::make_shared<semaphore::impl>(impl_->locks, semaphore_for(permits), std::move(name)));

@@ -249,6 +249,39 @@ TEST(Semaphore, TrySetPermitsOnlySetsAMissingSemaphore) {
   EXPECT_EQ(s.status().permits_total, 4);
 }
 
+// Counts stay integers the server's Lua holds exactly (|count| <= 2^53 - 1): beyond, add_permits
+// wrote "1e+17", which every later call then failed on with a raw server error.
+TEST(Semaphore, CountsBeyondTwoToThe53AreRefusedAndTheCountIsKept) {
+  redis_server server;
+  client c{server.url()};
+  semaphore s = c.get_semaphore(unique_key("s"), 3);
+  const auto refused = [](auto&& call) {
+    try {
+      call();
+      return std::error_code{};
+    } catch (const error& e) {
+      return e.code();
+    }
+  };
+  EXPECT_EQ(refused([&] { s.add_permits(max_count + 1); }), errc::invalid_argument);
+  EXPECT_EQ(refused([&] { s.add_permits(-max_count - 1); }), errc::invalid_argument);
+  EXPECT_EQ(refused([&] { (void)c.get_semaphore(unique_key("s"), max_count + 1); }),
+            errc::invalid_argument);
+  EXPECT_EQ(s.add_permits(max_count - 3), max_count);  // exactly the largest
+  EXPECT_EQ(refused([&] { s.add_permits(1); }), errc::invalid_argument);  // would pass it
+  EXPECT_EQ(s.available_permits(), max_count) << "a refused change changed the count";
+  EXPECT_EQ(s.add_permits(-max_count), 0);
+  permit p = s.try_acquire_permit();
+  EXPECT_FALSE(p) << "no permit is free at 0";
+  EXPECT_EQ(s.add_permits(123456789012345), 123456789012345);
+  EXPECT_EQ(c.command({"GET", s.name()}).str, "123456789012345");  // written as digits
+  // A 20-digit string is no count Lua can hold: another kind, not a raw server error.
+  const std::string huge = unique_key("huge");
+  c.command({"SET", huge, "99999999999999999999"});
+  EXPECT_EQ(refused([&] { (void)c.get_semaphore(huge, 1).try_acquire_permit(); }),
+            errc::wrong_type);
+}
+
 TEST(Semaphore, AnExplicitLeaseEndsThePermitAndItComesBack) {
   redis_server server;
   client c{server.url()};

@@ -142,9 +142,9 @@ std::int64_t semaphore::available_permits() {
 }
 
 bool semaphore::try_set_permits(std::int64_t n) {
-  if (n < 0) {
+  if (n < 0 || n > max_count) {
     throw error(errc::invalid_argument,
-                "a semaphore's permits cannot be negative: " + std::to_string(n));
+                "a semaphore's permits must be 0 to 2^53 - 1: " + std::to_string(n));
   }
   const reply r =
       state_->engine->run_script(state_->protocol.permits(state_->lock.name, "try_set", n));
@@ -152,6 +152,11 @@ bool semaphore::try_set_permits(std::int64_t n) {
 }
 
 std::int64_t semaphore::add_permits(std::int64_t delta) {
+  if (delta < -max_count || delta > max_count) {
+    throw error(
+        errc::invalid_argument,
+        "a change of a semaphore's permits must be within +-(2^53 - 1): " + std::to_string(delta));
+  }
   const reply r =
       state_->engine->run_script(state_->protocol.permits(state_->lock.name, "add", delta));
   return state_->protocol.read_permits(state_->lock.name, r).second;

@@ -16,7 +16,8 @@ if holders_kind ~= 'none' and holders_kind ~= 'zset' then
   return {-1, 'a ' .. holders_kind .. ' at its holders key'}
 end
 local value = redis.call('get', KEYS[1])
-if value and not tonumber(value) then
+-- A count is a decimal integer Lua holds exactly (|count| <= 2^53 - 1, dlock::max_count).
+if value and not (string.find(value, '^%-?%d+$') and math.abs(tonumber(value)) <= 9007199254740991) then
   return {-1, 'a string that is not a count'}
 end
 local n = redis.call('zcard', KEYS[2])

@@ -12,7 +12,8 @@
 --              n; returns {1, n} when set, {0, count} when it existed
 --   add        initialises as `available`, adds n (Redisson's addPermits), publishes n when n > 0;
 --              returns {1, count}
--- Returns {-1, what} when a key is not a semaphore's: `what` says what it is.
+-- Returns {-1, what} when a key is not a semaphore's: `what` says what it is; {-2, why} when an
+-- add would take the count out of the integers Lua holds exactly (nothing changed).
 local kind = redis.call('type', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'string' then
   return {-1, 'a ' .. kind}
@@ -22,7 +23,8 @@ if holders_kind ~= 'none' and holders_kind ~= 'zset' then
   return {-1, 'a ' .. holders_kind .. ' at its holders key'}
 end
 local value = redis.call('get', KEYS[1])
-if value and not tonumber(value) then
+-- A count is a decimal integer Lua holds exactly (|count| <= 2^53 - 1, dlock::max_count).
+if value and not (string.find(value, '^%-?%d+$') and math.abs(tonumber(value)) <= 9007199254740991) then
   return {-1, 'a string that is not a count'}
 end
 
@@ -52,7 +54,14 @@ if not value and holders_kind == 'none' then
   redis.call('set', KEYS[1], value)
 end
 if ARGV[1] == 'add' then
-  value = tonumber(value or '0') + n
+  -- Lua's numbers are doubles: past 2^53 counts round, and Redis writes a number argument with
+  -- %.17g (1e+17), which no later INCRBY reads. Written with %d; a sum past +-(2^53 - 1) is
+  -- refused, nothing changed.
+  local sum = tonumber(value or '0') + n
+  if sum > 9007199254740991 or sum < -9007199254740991 then
+    return {-2, 'the count would pass 2^53 - 1 (it is ' .. (value or '0') .. ')'}
+  end
+  value = string.format('%d', sum)
   redis.call('set', KEYS[1], value)
   if n > 0 then
     redis.call(ARGV[4], KEYS[3], ARGV[3])

@@ -4,6 +4,7 @@
 
 #include "dlock/embedded_scripts.hpp"
 #include "dlock/error.hpp"
+#include "dlock/lock_options.hpp"
 #include "locks/names.hpp"
 
 namespace dlock::locks {
@@ -55,8 +56,8 @@ script_call latch_protocol::count_down(std::string_view name) const {
 }
 
 script_call latch_protocol::try_set_count(std::string_view name, std::int64_t count) const {
-  if (count < 0) {
-    throw error(errc::invalid_argument, "a count-down latch's count must not be negative (got " +
+  if (count < 0 || count > max_count) {
+    throw error(errc::invalid_argument, "a count-down latch's count must be 0 to 2^53 - 1 (got " +
                                             std::to_string(count) + ")");
   }
   return {&try_set_count_,

@@ -196,6 +196,11 @@ script_call semaphore_protocol::permits(std::string_view name, std::string_view 
 std::pair<bool, std::int64_t> semaphore_protocol::read_permits(std::string_view name,
                                                                const reply& r) const {
   check_kind(name, r);
+  if (r.is_array() && r.elements.size() == 2 && r.elements[0].is_integer() &&
+      r.elements[0].integer == -2) {
+    throw error(errc::invalid_argument,
+                "semaphore '" + printable_name(name) + "': " + r.elements[1].str);
+  }
   if (!r.is_array() || r.elements.size() != 2 || !r.elements[1].is_integer()) {
     unexpected("permits", r);
   }
