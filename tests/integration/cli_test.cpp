@@ -1083,8 +1083,8 @@ TEST(CliUnlock, ForceRefusesAKeyThatHoldsDataAndLeavesItUntouched) {
   // Owner-like fields whose values Lua's tonumber() reads as numbers but that are not the
   // decimal hold counts status accepts: data to both commands (unlock used to delete them).
   std::vector<std::string> near_counts;
-  for (const char* count : {"5.5", "1e3", "0x10", "+5", " 5", "5 ", "inf", "000",
-                            "99999999999999999999"}) {
+  for (const char* count :
+       {"5.5", "1e3", "0x10", "+5", " 5", "5 ", "inf", "000", "99999999999999999999"}) {
     near_counts.push_back(unique_key("near-count"));
     c.command({"HSET", near_counts.back(), "client:1", count});
     keys.emplace_back(near_counts.back(), "holds a hash");

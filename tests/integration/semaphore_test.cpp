@@ -267,7 +267,7 @@ TEST(Semaphore, CountsBeyondTwoToThe53AreRefusedAndTheCountIsKept) {
   EXPECT_EQ(refused([&] { s.add_permits(-max_count - 1); }), errc::invalid_argument);
   EXPECT_EQ(refused([&] { (void)c.get_semaphore(unique_key("s"), max_count + 1); }),
             errc::invalid_argument);
-  EXPECT_EQ(s.add_permits(max_count - 3), max_count);  // exactly the largest
+  EXPECT_EQ(s.add_permits(max_count - 3), max_count);                     // exactly the largest
   EXPECT_EQ(refused([&] { s.add_permits(1); }), errc::invalid_argument);  // would pass it
   EXPECT_EQ(s.available_permits(), max_count) << "a refused change changed the count";
   EXPECT_EQ(s.add_permits(-max_count), 0);
