@@ -722,6 +722,25 @@ TEST_F(RedlockTest, CliExecWithRepeatedRedisIsRedlock) {
     EXPECT_EQ(other.exit_code, 64) << kind[0] << ": " << other.err;
     EXPECT_NE(other.err.find("not Redlock"), std::string::npos) << other.err;
   }
+  // A majority out of reach is exit 69, as one unreachable server is, not "held" (75) or a
+  // silent wait: here one master answers, two ports refuse.
+  for (const bool nonblock : {true, false}) {
+    std::vector<std::string> a{DLOCK_CLI,
+                               "--redis",
+                               masters_[0]->url(),
+                               "--redis",
+                               "redis://127.0.0.1:2",
+                               "--redis",
+                               "redis://127.0.0.1:3",
+                               "exec"};
+    if (nonblock) a.push_back("-n");
+    a.insert(a.end(), {name, "--", "true"});
+    const auto unreachable = dlock::tools::run_command(a, 30s);
+    EXPECT_FALSE(unreachable.timed_out) << "waited in silence";
+    EXPECT_EQ(unreachable.exit_code, 69) << unreachable.err;
+    EXPECT_NE(unreachable.err.find("1 of the 3 Redlock masters"), std::string::npos)
+        << unreachable.err;
+  }
   // Only exec takes several.
   const auto status = dlock::tools::run_command(
       {DLOCK_CLI, "--redis", masters_[0]->url(), "--redis", masters_[1]->url(), "status", name});

@@ -3,10 +3,7 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
-#include <condition_variable>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +15,7 @@
 #include "flash_sale_demo.hpp"
 #include "latch.hpp"
 #include "redlock_exec.hpp"
+#include "redlock_masters.hpp"
 #include "redlock_sale_demo.hpp"
 #include "reward_demo.hpp"
 #include "smoke_demo.hpp"
@@ -68,32 +66,11 @@ int metrics(const std::string& url) {
 // when fewer than a majority connected.
 int redlock_metrics(const std::vector<std::string>& urls) {
   try {
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::set<std::string> connected;  // the redlock_master fields of "connected" records
+    connected_masters masters;  // before the redlock, which logs into it
     dlock::redlock_options options;
-    const dlock::log_handler verbose = verbose_log_handler();
-    options.on_log = [&](const dlock::log_record& r) {
-      if (r.message == "connected") {
-        for (const dlock::log_field& f : r.fields) {
-          if (f.key != "redlock_master") continue;
-          {
-            const std::lock_guard lock(mutex);
-            connected.insert(f.value);
-          }
-          changed.notify_all();
-        }
-      }
-      if (verbose) verbose(r);
-    };
+    options.on_log = masters.handler(verbose_log_handler());
     dlock::redlock rl{urls, options};
-    std::size_t up = 0;
-    {
-      std::unique_lock lock(mutex);
-      changed.wait_for(lock, rl.options().connect_timeout,
-                       [&] { return connected.size() == rl.size(); });
-      up = connected.size();
-    }
+    const std::size_t up = masters.wait_for(rl.size(), rl.options().connect_timeout);
     if (up < rl.quorum()) {
       print_error(fmt::format("only {} of the {} Redlock masters answered; {} are needed", up,
                               rl.size(), rl.quorum()));

@@ -26,6 +26,7 @@
 #include "cli_support.hpp"
 #include "dlock/dlock.hpp"
 #include "posix_support.hpp"
+#include "redlock_masters.hpp"
 #include "tethered_spawn.hpp"
 
 extern char** environ;  // NOLINT: POSIX declares it nowhere else
@@ -158,13 +159,26 @@ int run_redlock_exec(const exec_options& o, const std::vector<std::string>& mast
   }
 
   try {
+    connected_masters masters;  // before the redlock, which logs into it
     dlock::redlock_options options;
     if (o.watchdog) options.watchdog_timeout = *o.watchdog;
-    options.on_log = verbose_log_handler();
+    options.on_log = masters.handler(verbose_log_handler());
     // Declared before the redlock, so destroyed after it: a wait still running then ends with
     // client_stopped when the redlock goes, and the thread can be joined.
     std::optional<holder> hold;
     dlock::redlock rl{master_urls, options};
+    // Unreachable masters only cost a Redlock votes (it keeps trying), so a majority out of reach
+    // would read as "held" or wait in silence: say it, as one unreachable server is (run_exec's
+    // PING).
+    const std::size_t up = masters.wait_for(rl.quorum(), rl.options().connect_timeout);
+    if (up < rl.quorum()) {
+      print_error(
+          fmt::format("lock '{}': only {} of the {} Redlock masters could be reached "
+                      "within {}; {} are needed (-v shows why)",
+                      shown_name(o.name), up, rl.size(),
+                      format_seconds(rl.options().connect_timeout), rl.quorum()));
+      return exit_unavailable;
+    }
     hold.emplace(rl, o);
     int signalled = 0;
     while (hold->outcome().wait_for(std::chrono::seconds(0)) != std::future_status::ready &&
