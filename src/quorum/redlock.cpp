@@ -604,7 +604,7 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   std::vector<milliseconds> holder_ttls;
   for (std::size_t i = 0; i < answers.size(); ++i) {
     const auto& r = answers[i];
-    if (r) ++result.answered;
+    if (r && !r->is_error()) ++result.answered;  // a failed request (refused, lost) is no answer
     if (is_yes_array(r) && r->elements.size() >= 2) {
       granted.push_back(i);
       const reply& t = r->elements[1];
