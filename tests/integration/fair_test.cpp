@@ -72,15 +72,17 @@ TEST(FairMutex, AWaiterOfADestroyedClientLeavesTheLine) {
   std::future<std::error_code> waiter_ended;
   {
     client doomed{server.url()};
-    fair_mutex waiting = doomed.get_fair_lock(held.name());
-    waiter_ended = std::async(std::launch::async, [&]() -> std::error_code {
-      try {
-        waiting.lock();
-        return {};
-      } catch (const error& e) {
-        return e.code();
-      }
-    });
+    // The thread has its own copy of the handle: one in this scope would go while lock() runs.
+    waiter_ended =
+        std::async(std::launch::async,
+                   [waiting = doomed.get_fair_lock(held.name())]() mutable -> std::error_code {
+                     try {
+                       waiting.lock();
+                       return {};
+                     } catch (const error& e) {
+                       return e.code();
+                     }
+                   });
     ASSERT_TRUE(test::eventually([&] { return held.status().queue_length == 1; }));
   }  // ~client while its thread waits in lock()
   EXPECT_EQ(waiter_ended.get(), errc::client_stopped);
