@@ -134,11 +134,11 @@ class redlock {
   // redlock::redlock(urls, options)
   // One client per URL (each a single master: redis://, rediss:// or unix://; Sentinel URLs name a
   // single master too). Connects in the background. Throws dlock::error(errc::invalid_argument)
-  // for no URL, a malformed URL, two URLs naming the same server (host:port or unix path), a URL
-  // naming several hosts (one deployment, not independent masters), or options out of range.
-  // An even number of masters is allowed but tolerates no more failures than one fewer
-  // (docs/redlock.md). A master found to be a Redis Cluster node fails acquisitions with
-  // errc::invalid_argument.
+  // for no URL, a malformed URL, two URLs naming the same server (the same host:port or unix
+  // path), a URL naming several hosts (one deployment, not independent masters), or options out
+  // of range. An even number of masters is allowed but tolerates no more failures than one fewer
+  // (docs/redlock.md). A master found to be a Redis Cluster node, or two URLs spelled apart that
+  // reach one server (localhost and 127.0.0.1), fail acquisitions with errc::invalid_argument.
   explicit redlock(const std::vector<std::string>& urls, redlock_options options = {});
   // Stops the watchdog (holds still open are reported lost with client_stopped), waits up to
   // request_timeout for releases in flight, and closes the connections. Handles may outlive it:
@@ -186,8 +186,11 @@ class redlock_mutex {
   // redlock_mutex::lock(), lock(lease)
   // Waits until this thread holds the lock on a majority (watchdog lease, or the explicit `lease`).
   // Throws dlock::error: would_deadlock if this thread holds it already; invalid_argument for a
-  // lease that is not positive or over max_lock_lease, or a master that is a cluster node;
-  // client_stopped after the redlock was destroyed. Unreachable masters are not errors: the call
+  // lease that is not positive or over max_lock_lease, a master that is a cluster node, or two
+  // masters found to be one server (URLs spelled apart, such as localhost and 127.0.0.1: the
+  // first attempt finds its own value there); wrong_type when so many masters hold another kind
+  // of key under the name that no majority can form (nothing is taken then; on a minority of
+  // masters such a key counts as a refusal); client_stopped after the redlock was destroyed. Unreachable masters are not errors: the call
   // keeps trying while fewer than a majority answer.
   void lock();
   void lock(lease_time lease);

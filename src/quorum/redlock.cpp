@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <shared_mutex>
@@ -44,6 +45,7 @@
 #include "locks/engine/lock_counters.hpp"
 #include "locks/engine/quiet_names.hpp"
 #include "locks/names.hpp"
+#include "locks/types/kind_refusal.hpp"
 #include "locks/types/wait_line.hpp"
 #include "net/connection.hpp"
 #include "quorum/fan_out.hpp"
@@ -295,6 +297,11 @@ class redlock::impl : public core::thread_exit_listener {
                                               const std::string& name, const std::string& value,
                                               bool may_defer = false);
   void check_not_cluster();
+  // The error that ends an acquisition, if the answers call for one: so many masters hold
+  // another kind of key under the name that no majority can form (errc::wrong_type), or a master
+  // found this attempt's value already there, so two masters are one server
+  // (errc::invalid_argument).
+  std::optional<error> fatal_answer(const quorum::fan_out::answers& answers) const;
   std::shared_ptr<redlock_gate> gate_for(const std::string& name);
   // Sets `waited` when the gate was busy on arrival.
   bool enter_gate(const std::shared_ptr<redlock_gate>& gate, clock::time_point deadline,
@@ -354,6 +361,10 @@ class redlock::impl : public core::thread_exit_listener {
   std::mutex releases_mutex_;
   std::condition_variable releases_done_;
   std::size_t releases_in_flight_ = 0;
+
+  // Set once every master answered one attempt, none an error and none finding that attempt's
+  // value already there: the URLs reach distinct servers (see attempt()).
+  std::atomic<bool> masters_known_apart_{false};
 };
 
 redlock::impl::impl(const std::vector<std::string>& urls, redlock_options options)
@@ -547,6 +558,35 @@ std::shared_ptr<quorum::fan_out> redlock::impl::release_on(const std::vector<std
   return calls;
 }
 
+std::optional<error> redlock::impl::fatal_answer(const quorum::fan_out::answers& answers) const {
+  std::size_t other_kind = 0;
+  std::string kind_refusal;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    const auto& r = answers[i];
+    if (!r || !r->is_array() || r->elements.empty() || !r->elements[0].is_integer()) continue;
+    const std::string master =
+        "redlock master " + std::to_string(i + 1) + " (" + endpoints_[i] + ")";
+    if (r->elements[0].integer == 3) {
+      // plain_lock.lua found this attempt's own value: a master that answered earlier is the
+      // same server, spelled otherwise (localhost and 127.0.0.1, a host name and its address).
+      return error(errc::invalid_argument,
+                   master + " is the same server as another master (this attempt's value was "
+                            "there already); Redlock needs independent masters");
+    }
+    if (locks::is_kind_refusal(*r) && ++other_kind == 1) {
+      kind_refusal = master + ": the name '" + locks::printable_name(r->elements[2].str) +
+                     "' holds " + r->elements[1].str + ", not a Redlock (a plain lock)";
+    }
+  }
+  // A master whose key is of another kind counts as one that refused; once so many refuse that
+  // no majority can form while those keys stand, waiting cannot help.
+  if (other_kind > size_ - quorum_) {
+    return error(errc::wrong_type, kind_refusal + " (" + std::to_string(other_kind) + " of " +
+                                       std::to_string(size_) + " masters)");
+  }
+  return std::nullopt;
+}
+
 void redlock::impl::check_not_cluster() {
   std::shared_lock lock(clients_mutex_);
   for (std::size_t i = 0; i < masters_.size(); ++i) {
@@ -591,7 +631,25 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   const auto wait_end = std::min(start + options_.request_timeout, validity_end);
   reads.read_until(wait_end, [&] { return calls->holds(decided); });
   reads.finish();  // the I/O thread reads what is still due
-  const auto answers = calls->wait(wait_end, decided);
+  auto answers = calls->wait(wait_end, decided);
+  if (!masters_known_apart_.load(std::memory_order_acquire)) {
+    // Until every master has answered one attempt as itself, two URLs may reach one server (its
+    // second request finds this attempt's value: {3}). That answer follows its twin's at once, so
+    // a short wait for the rest settles it; a hung master costs this about one round trip.
+    const auto all_in = [](const quorum::fan_out::answers& a) {
+      return std::all_of(a.begin(), a.end(), [](const auto& r) { return r.has_value(); });
+    };
+    const auto elapsed = clock::now() - start;
+    answers = calls->wait(std::min(wait_end, clock::now() + std::max<clock::duration>(
+                                                                elapsed, milliseconds(2))),
+                          all_in);
+    if (all_in(answers) && std::none_of(answers.begin(), answers.end(), [](const auto& r) {
+          return r->is_error() || (r->is_array() && !r->elements.empty() &&
+                                   r->elements[0].is_integer() && r->elements[0].integer == 3);
+        })) {
+      masters_known_apart_.store(true, std::memory_order_release);
+    }
+  }
   const auto now = clock::now();
   attempt_round_trip_us_.store(
       std::chrono::duration_cast<std::chrono::microseconds>(now - start).count(),
@@ -618,8 +676,11 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
     }
   }
   result.granted = granted.size();
+  // An answer that ends the acquisition, once what it may have taken is undone.
+  const std::optional<error> fatal = fatal_answer(answers);
   result.outcome =
-      granted.size() >= quorum_
+      fatal                    ? attempt_outcome::no_majority
+      : granted.size() >= quorum_
           ? (now < validity_end ? attempt_outcome::majority : attempt_outcome::validity_spent)
       : result.refused >= quorum_ ? attempt_outcome::held_elsewhere
                                   : attempt_outcome::no_majority;
@@ -665,6 +726,7 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
                                         [&a](std::size_t i) { return a[i].has_value(); });
                    });
   }
+  if (fatal) throw *fatal;
   if (!holder_ttls.empty()) {
     // The holder keeps a majority until enough of its masters' leases ended for ours to win.
     // We can win once no more than size - quorum of its masters still hold: after the

@@ -97,6 +97,56 @@ TEST_F(RedlockTest, RefusesBadInput) {
   EXPECT_EQ(rl.quorum(), 3U);
 }
 
+// Two URLs spelled apart for one server pass the constructor's check (it compares spellings);
+// the first attempt finds its own value on that server and fails, holding nothing.
+TEST_F(RedlockTest, TwoUrlsForOneServerFailTheFirstAcquisitionAndTakeNothing) {
+  const std::string alias = "redis://localhost:" + std::to_string(masters_[0]->port());
+  dlock::redlock rl{{masters_[0]->url(), alias, masters_[1]->url()}};
+  EXPECT_EQ(rl.quorum(), 2U);  // without the check, master 1 alone would make a majority
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex m = rl.get_lock(name);
+  for (int round = 0; round < 2; ++round) {
+    try {
+      (void)m.try_lock_for(5s);
+      ADD_FAILURE() << "acquired on one server counted twice";
+    } catch (const dlock::error& e) {
+      EXPECT_EQ(e.code(), dlock::errc::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("same server"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(m.is_held_by_current_thread());
+    EXPECT_EQ(holding(name), 0);
+  }
+}
+
+// A key of another kind on a minority of masters counts as a refusal; on so many that no
+// majority can form, the acquisition fails at once with wrong_type instead of waiting for ever.
+TEST_F(RedlockTest, ANameOfAnotherKindOnAMajorityIsWrongTypeAndTakesNothing) {
+  dlock::redlock rl{urls()};
+  const std::string name = unique_key("lock");
+  (void)masters_[3]->cli({"HSET", name, "field", "data"});
+  dlock::redlock_mutex m = rl.get_lock(name);
+  ASSERT_TRUE(m.try_lock());
+  EXPECT_EQ(masters_[3]->cli({"TYPE", name}), "hash");
+  m.unlock();
+  EXPECT_EQ(holding(name), 1);  // the hash only
+
+  for (const std::size_t i : {0, 1})
+    (void)masters_[i]->cli({"SET", name, "5"});  // a semaphore's or a latch's count
+  const auto started = clock_type::now();
+  try {
+    m.lock();
+    ADD_FAILURE() << "acquired";
+  } catch (const dlock::error& e) {
+    EXPECT_EQ(e.code(), dlock::errc::wrong_type) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(3 of 5 masters)"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(clock_type::now() - started, kSlack);
+  EXPECT_EQ(holding(name), 3);  // the three keys of other kinds only
+  EXPECT_EQ(masters_[3]->cli({"HGET", name, "field"}), "data");
+  EXPECT_EQ(masters_[0]->cli({"GET", name}), "5");
+  EXPECT_THROW((void)m.try_lock(), dlock::error);
+}
+
 TEST_F(RedlockTest, HoldsOnEveryMasterAndReleasesOnAll) {
   dlock::redlock rl{urls()};
   const std::string name = unique_key("lock");

@@ -33,6 +33,10 @@
 --                                dlock::plain_lock holder, or a reservation), 0 when only the
 --                                shared channel hears it (Redlock's holders, which keep no line)
 --         {2}                    the client knows this owner already holds it
+--         {3}                    the key holds this very value already (ARGV[3] not ""): the
+--                                same attempt reached this server before. Redlock's nonce is new
+--                                per attempt and never sent twice, so two of its "masters" are
+--                                one server
 --         {-1, what, name}       the key is not a plain lock: `what` names its kind for people,
 --                                `name` is KEYS[1]; nothing is changed
 --
@@ -76,6 +80,9 @@ if holder then
   local mine = string.sub(holder, 1, #ARGV[2] + 1) == ARGV[2] .. ':'
   if mine and ARGV[4] == '1' then
     return {2}
+  end
+  if mine and ARGV[3] ~= '' and holder == ARGV[2] .. ':' .. ARGV[3] then
+    return {3}
   end
   if not mine then
     local dlock, calls = 0, 0
