@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dlock/dlock.hpp"
@@ -156,6 +157,35 @@ TEST(KindMixing, EveryPairIsRefusedAtOnceNamingBothKindsAndTheHolderIsUntouched)
   }
   // 6 kinds (a read-write lock's two sides count twice) minus the same lock and the count pair.
   EXPECT_EQ(pairs, 6 * 5 - 2 - 2);
+}
+
+// A hash whose field is not "<client id>:<holder number>" is someone's data, not a held lock:
+// the reentrant and the fair lock refuse it at once instead of waiting for its release.
+TEST(KindMixing, AHashThatHoldsDataIsRefusedByTheReentrantAndTheFairLock) {
+  redis_server server;
+  client c{server.url()};
+  const std::string name = unique_key("record");
+  (void)c.command({"HSET", name, "name", "bob"});
+  const std::vector<std::pair<const char*, std::function<lock_lease()>>> tries{
+      {"mutex", [&] { return c.get_lock(name).async_try_lock_for(attempt_wait).get(); }},
+      {"fair_mutex", [&] { return c.get_fair_lock(name).async_try_lock_for(attempt_wait).get(); }},
+  };
+  for (const auto& [label, try_it] : tries) {
+    SCOPED_TRACE(label);
+    const auto start = steady_clock::now();
+    try {
+      (void)try_it();
+      ADD_FAILURE() << "no error";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::wrong_type) << e.what();
+      EXPECT_NE(std::string(e.what()).find("a hash that is not a lock"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_LT(steady_clock::now() - start, refusal_bound) << "it waited instead of refusing";
+    EXPECT_EQ(c.command({"HGETALL", name}).elements.size(), 2U);
+    EXPECT_EQ(c.command({"EXISTS", "redisson_lock_queue:{" + name + "}"}).integer, 0)
+        << "it joined the fair line";
+  }
 }
 
 // A plain lock's own data: foreign clients' tokens (random, never a bare short number) and

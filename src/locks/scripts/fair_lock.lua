@@ -99,6 +99,15 @@ elseif redis.call('hexists', KEYS[1], field) == 1 then
   hold(known + 1)
   return {2, known + 1}
 end
+-- A holder field that is not "<client id>:<holder number>" is someone's data, as
+-- reentrant_lock.lua tells it: waiting in line for its release would be for ever.
+if kind == 'hash' then
+  local holder = redis.call('hkeys', KEYS[1])[1]
+  if not string.find(holder or '', '^.+:%d+$') then
+    return {-1, 'a hash that is not a lock (field ' .. string.format('%q', holder or '') .. ')',
+            KEYS[1]}
+  end
+end
 
 local pttl = redis.call('pttl', KEYS[1])
 local function sleep()
