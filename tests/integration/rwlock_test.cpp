@@ -8,8 +8,10 @@
 #include <condition_variable>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <stop_token>
 #include <thread>
 
 #include "dlock/dlock.hpp"
@@ -243,6 +245,43 @@ TEST(SharedMutex, AWaitingWriterWakesWhenTheLastReaderLeaves) {
   const auto [ok, at] = got.get();
   EXPECT_TRUE(ok);
   EXPECT_LT(at - released, timing_slack);
+}
+
+// A writer that gives up without the lock (cancelled, or its client destroyed) withdraws its
+// intent at once: new readers are not held back for the intent's 10 s lease.
+TEST(SharedMutex, AWriterThatGivesUpStopsHoldingReadersBack) {
+  redis_server server;
+  client a{server.url()}, c{server.url()};
+  const std::string name = unique_key("rw");
+  shared_mutex reader = a.get_read_write_lock(name);
+  reader.lock_shared();
+  for (const bool destroy_client : {false, true}) {
+    SCOPED_TRACE(destroy_client ? "client destroyed" : "cancelled");
+    auto b = std::make_unique<client>(server.url());
+    std::stop_source cancel;
+    auto waiting = b->get_read_write_lock(name).async_acquire({.cancel = cancel.get_token()});
+    ASSERT_TRUE(test::eventually([&] { return reader.status().waiting_writers == 1; }));
+    EXPECT_FALSE(c.get_read_write_lock(name).try_lock_shared()) << "the intent holds readers back";
+    if (destroy_client) {
+      b.reset();
+    } else {
+      cancel.request_stop();
+    }
+    try {
+      (void)waiting.get();
+      ADD_FAILURE() << "the writer got the lock";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), destroy_client ? errc::client_stopped : errc::cancelled) << e.what();
+    }
+    // The withdrawal is in flight (or written by the client's shutdown) when get() returns.
+    const auto gave_up = steady_clock::now();
+    EXPECT_TRUE(test::eventually([&] { return reader.status().waiting_writers == 0; }));
+    EXPECT_LT(steady_clock::now() - gave_up, timing_slack);
+    shared_mutex late = c.get_read_write_lock(name);
+    EXPECT_TRUE(late.try_lock_shared());
+    late.unlock_shared();
+  }
+  reader.unlock_shared();
 }
 
 TEST(SharedMutex, AWriterIsNotStarvedByAStreamOfOverlappingReaders) {

@@ -63,9 +63,10 @@ void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted, bool holder
   if (!begin()) return;
   attempt_sent_ = attempt_sent;
   holder_calls_ = holder_calls;
-  // The blocking caller's attempt was one that may wait: for a server queue of owners, it may
-  // have joined it, and must leave it if this ends without a hold.
-  may_be_in_line_ = attempted && p_.lock.protocol->waits_by_owner();
+  // The blocking caller's attempt was one that may wait: it may have joined the server's line
+  // (the fair lock's owners, the wait line of clients) or left a writer's intent, and must undo
+  // that if this ends without a hold.
+  may_be_in_line_ = attempted;
   run(machine_.start_waiting(clock::now(), ttl_ms, attempted, holder_publishes));
 }
 

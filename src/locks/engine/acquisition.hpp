@@ -74,7 +74,8 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   wait_queues::waiter waiter_;
   bool in_queue_ = false;
   bool finished_ = false;
-  bool may_be_in_line_ = false;     // an attempt that may have put the client in the wait line
+  bool may_be_in_line_ = false;     // an attempt may have left a mark to undo: a place in line
+                                    // or a writer's intent (protocol::leave_line())
   bool unconfirmed_ = false;        // the last attempt's hold was undone (too few replicas)
   bool retried_lost_link_ = false;  // an attempt lost with its link was tried again once
   std::string unconfirmed_why_;

@@ -60,6 +60,7 @@ rw_protocol_base::rw_protocol_base()
       write_lock_(std::string(scripts::rw_write_lock)),
       write_unlock_(std::string(scripts::rw_write_unlock)),
       write_renew_(std::string(scripts::rw_write_renew)),
+      write_leave_(std::string(scripts::rw_write_leave)),
       force_(std::string(scripts::rw_force_unlock)),
       status_(std::string(scripts::rw_status)) {}
 
@@ -135,7 +136,7 @@ lock_status rw_protocol_base::read_status(std::string_view name, const reply& r)
 std::vector<std::string_view> rw_protocol_base::scripts() const {
   return {scripts::rw_read_lock,    scripts::rw_read_unlock,  scripts::rw_read_renew,
           scripts::rw_write_lock,   scripts::rw_write_unlock, scripts::rw_write_renew,
-          scripts::rw_force_unlock, scripts::rw_status};
+          scripts::rw_write_leave,  scripts::rw_force_unlock, scripts::rw_status};
 }
 
 // --- read side ---------------------------------------------------------------------------------
@@ -195,6 +196,17 @@ script_call rw_write_protocol::attempt(const attempt_request& request) const {
            std::to_string(request.known_holds), request.may_wait ? "1" : "0",
            ms_arg(writer_intent_lease), ms_arg(writer_intent_refresh), "publish"},
           7};
+}
+
+std::optional<script_call> rw_write_protocol::leave_line(std::string_view name,
+                                                         std::string_view owner) const {
+  // `owner` is one of the client's owner fields, "<client id>:<owner key>": every intent of the
+  // client goes (rw_write_leave.lua).
+  const std::string_view client_prefix = owner.substr(0, owner.rfind(':') + 1);
+  return script_call{&write_leave_,
+                     {std::string(name), rwlock_writers_key(name), rwlock_channel(name)},
+                     {std::string(client_prefix), "publish"},
+                     1};
 }
 
 attempt_outcome rw_write_protocol::read_attempt(const reply& r) const {

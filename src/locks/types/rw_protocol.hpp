@@ -45,6 +45,7 @@ class rw_protocol_base : public lock_protocol {
   const script write_lock_;
   const script write_unlock_;
   const script write_renew_;
+  const script write_leave_;
   const script force_;
   const script status_;
 };
@@ -68,6 +69,10 @@ class rw_read_protocol final : public rw_protocol_base {
 class rw_write_protocol final : public rw_protocol_base {
  public:
   std::string_view kind() const noexcept override { return "write"; }
+  // A client whose last waiting writer gave up withdraws its writers' intents, which would
+  // otherwise hold new readers back until their lease ends (writer_intent_lease).
+  std::optional<script_call> leave_line(std::string_view name,
+                                        std::string_view owner) const override;
   script_call attempt(const attempt_request& request) const override;
   attempt_outcome read_attempt(const reply& r) const override;
   script_call release(const release_request& request) const override;
