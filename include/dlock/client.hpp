@@ -10,9 +10,11 @@
 //
 // Lifetime: destroying the client waits up to request_timeout for releases queued by unlock()
 // to reach Redis (none queued: no wait), reports holds still open as lost, stops its I/O thread,
-// and completes requests still queued with errc::client_stopped. Do not destroy a client from
-// inside one of its own callbacks. Lock handles and leases may outlive it (their calls then fail
-// with errc::client_stopped).
+// and completes requests still queued with errc::client_stopped. Destroyed inside one of its own
+// callbacks (on its I/O thread, which cannot wait for itself), it returns at once and another
+// thread does all that; the client's remaining callbacks (loss notifications) may then run after
+// the destructor returned. Lock handles and leases may outlive it (their calls then fail with
+// errc::client_stopped).
 #pragma once
 
 #include <cstdint>

@@ -187,11 +187,12 @@ class redlock_mutex {
   // Waits until this thread holds the lock on a majority (watchdog lease, or the explicit `lease`).
   // Throws dlock::error: would_deadlock if this thread holds it already; invalid_argument for a
   // lease that is not positive or over max_lock_lease, a master that is a cluster node, or two
-  // masters found to be one server (URLs spelled apart, such as localhost and 127.0.0.1: the
-  // first attempt finds its own value there); wrong_type when so many masters hold another kind
-  // of key under the name that no majority can form (nothing is taken then; on a minority of
-  // masters such a key counts as a refusal); client_stopped after the redlock was destroyed. Unreachable masters are not errors: the call
-  // keeps trying while fewer than a majority answer.
+  // masters found to be one server (URLs spelled apart, such as localhost and 127.0.0.1: an
+  // attempt finds its own value there, nearly always the first); wrong_type when so many masters
+  // hold another kind of key under the name that no majority can form (nothing is taken then; on a
+  // minority of masters such a key counts as a refusal); client_stopped after the redlock was
+  // destroyed. Unreachable masters are not errors: the call keeps trying while fewer than a
+  // majority answer.
   void lock();
   void lock(lease_time lease);
 

@@ -302,6 +302,11 @@ class redlock::impl : public core::thread_exit_listener {
   // found this attempt's value already there, so two masters are one server
   // (errc::invalid_argument).
   std::optional<error> fatal_answer(const quorum::fan_out::answers& answers) const;
+  // The error for a {3} answer (this attempt's value found already there), if there is one.
+  std::optional<error> same_server_answer(const quorum::fan_out::answers& answers) const;
+  // Throws the error of two URLs found to reach one server (looking first at the late answers
+  // of an earlier attempt), unless every master granted one attempt already.
+  void check_masters_apart();
   std::shared_ptr<redlock_gate> gate_for(const std::string& name);
   // Sets `waited` when the gate was busy on arrival.
   bool enter_gate(const std::shared_ptr<redlock_gate>& gate, clock::time_point deadline,
@@ -362,9 +367,14 @@ class redlock::impl : public core::thread_exit_listener {
   std::condition_variable releases_done_;
   std::size_t releases_in_flight_ = 0;
 
-  // Set once every master answered one attempt, none an error and none finding that attempt's
-  // value already there: the URLs reach distinct servers (see attempt()).
+  // Set once every master granted one attempt: the URLs reach distinct servers (see attempt()).
   std::atomic<bool> masters_known_apart_{false};
+  std::mutex same_server_mutex_;
+  // Two URLs found to reach one server: every acquisition fails with this from then on.
+  std::optional<error> same_server_;
+  // The latest attempt decided before every master answered, while masters are not known apart:
+  // the next attempt looks at its late answers.
+  std::shared_ptr<quorum::fan_out> unchecked_answers_;
 };
 
 redlock::impl::impl(const std::vector<std::string>& urls, redlock_options options)
@@ -558,7 +568,40 @@ std::shared_ptr<quorum::fan_out> redlock::impl::release_on(const std::vector<std
   return calls;
 }
 
+std::optional<error> redlock::impl::same_server_answer(
+    const quorum::fan_out::answers& answers) const {
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    const auto& r = answers[i];
+    if (r && r->is_array() && !r->elements.empty() && r->elements[0].is_integer() &&
+        r->elements[0].integer == 3) {
+      // plain_lock.lua found this attempt's own value: a master that answered earlier is the
+      // same server, spelled otherwise (localhost and 127.0.0.1, a host name and its address),
+      // or one that replicates into it.
+      return error(errc::invalid_argument,
+                   "redlock master " + std::to_string(i + 1) + " (" + endpoints_[i] +
+                       ") is the same server as another master, or replicates into one (an "
+                       "attempt's value was there already); Redlock needs independent masters");
+    }
+  }
+  return std::nullopt;
+}
+
+void redlock::impl::check_masters_apart() {
+  if (masters_known_apart_.load(std::memory_order_acquire)) return;
+  const std::lock_guard lock(same_server_mutex_);
+  if (!same_server_ && unchecked_answers_) {
+    const auto late = unchecked_answers_->wait(
+        clock::time_point::min(), [](const quorum::fan_out::answers&) { return true; });
+    same_server_ = same_server_answer(late);
+    if (std::all_of(late.begin(), late.end(), [](const auto& r) { return r.has_value(); })) {
+      unchecked_answers_.reset();
+    }
+  }
+  if (same_server_) throw error(*same_server_);
+}
+
 std::optional<error> redlock::impl::fatal_answer(const quorum::fan_out::answers& answers) const {
+  if (auto same = same_server_answer(answers)) return same;
   std::size_t other_kind = 0;
   std::string kind_refusal;
   for (std::size_t i = 0; i < answers.size(); ++i) {
@@ -566,13 +609,6 @@ std::optional<error> redlock::impl::fatal_answer(const quorum::fan_out::answers&
     if (!r || !r->is_array() || r->elements.empty() || !r->elements[0].is_integer()) continue;
     const std::string master =
         "redlock master " + std::to_string(i + 1) + " (" + endpoints_[i] + ")";
-    if (r->elements[0].integer == 3) {
-      // plain_lock.lua found this attempt's own value: a master that answered earlier is the
-      // same server, spelled otherwise (localhost and 127.0.0.1, a host name and its address).
-      return error(errc::invalid_argument,
-                   master + " is the same server as another master (this attempt's value was "
-                            "there already); Redlock needs independent masters");
-    }
     if (locks::is_kind_refusal(*r) && ++other_kind == 1) {
       kind_refusal = master + ": the name '" + locks::printable_name(r->elements[2].str) +
                      "' holds " + r->elements[1].str + ", not a Redlock (a plain lock)";
@@ -602,6 +638,7 @@ void redlock::impl::check_not_cluster() {
 redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
                                                      const std::string& owner, milliseconds lease,
                                                      bool watchdog) {
+  check_masters_apart();
   const std::string nonce = core::random_id();
   const std::string value = owner + ":" + nonce;
   const auto start = clock::now();
@@ -632,28 +669,31 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   reads.read_until(wait_end, [&] { return calls->holds(decided); });
   reads.finish();  // the I/O thread reads what is still due
   auto answers = calls->wait(wait_end, decided);
+  attempt_round_trip_us_.store(
+      std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start).count(),
+      std::memory_order_relaxed);
   if (!masters_known_apart_.load(std::memory_order_acquire)) {
-    // Until every master has answered one attempt as itself, two URLs may reach one server (its
-    // second request finds this attempt's value: {3}). That answer follows its twin's at once, so
-    // a short wait for the rest settles it; a hung master costs this about one round trip.
+    // Until every master has granted one attempt, two URLs may reach one server (its second
+    // request finds this attempt's value: {3}). That answer follows its twin's at once, so a
+    // short wait for the rest nearly always settles it; a hung master costs up to one more round
+    // trip (2 ms at least). Answers later still are looked at by the next attempt.
     const auto all_in = [](const quorum::fan_out::answers& a) {
       return std::all_of(a.begin(), a.end(), [](const auto& r) { return r.has_value(); });
     };
     const auto elapsed = clock::now() - start;
-    answers = calls->wait(std::min(wait_end, clock::now() + std::max<clock::duration>(
-                                                                elapsed, milliseconds(2))),
-                          all_in);
-    if (all_in(answers) && std::none_of(answers.begin(), answers.end(), [](const auto& r) {
-          return r->is_error() || (r->is_array() && !r->elements.empty() &&
-                                   r->elements[0].is_integer() && r->elements[0].integer == 3);
-        })) {
+    answers = calls->wait(
+        std::min(wait_end, clock::now() + std::max<clock::duration>(elapsed, milliseconds(2))),
+        all_in);
+    if (std::all_of(answers.begin(), answers.end(),
+                    [](const auto& r) { return is_yes_array(r); })) {
+      // Two URLs of one server cannot both grant one attempt.
       masters_known_apart_.store(true, std::memory_order_release);
+    } else if (!all_in(answers)) {
+      const std::lock_guard lock(same_server_mutex_);
+      unchecked_answers_ = calls;
     }
   }
   const auto now = clock::now();
-  attempt_round_trip_us_.store(
-      std::chrono::duration_cast<std::chrono::microseconds>(now - start).count(),
-      std::memory_order_relaxed);
 
   attempt_result result;
   std::vector<std::size_t> granted;
@@ -679,7 +719,7 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
   // An answer that ends the acquisition, once what it may have taken is undone.
   const std::optional<error> fatal = fatal_answer(answers);
   result.outcome =
-      fatal                    ? attempt_outcome::no_majority
+      fatal ? attempt_outcome::no_majority
       : granted.size() >= quorum_
           ? (now < validity_end ? attempt_outcome::majority : attempt_outcome::validity_spent)
       : result.refused >= quorum_ ? attempt_outcome::held_elsewhere
@@ -726,7 +766,13 @@ redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
                                         [&a](std::size_t i) { return a[i].has_value(); });
                    });
   }
-  if (fatal) throw *fatal;
+  if (fatal) {
+    if (fatal->code() == errc::invalid_argument) {
+      const std::lock_guard lock(same_server_mutex_);
+      same_server_ = fatal;
+    }
+    throw error(*fatal);
+  }
   if (!holder_ttls.empty()) {
     // The holder keeps a majority until enough of its masters' leases ended for ours to win.
     // We can win once no more than size - quorum of its masters still hold: after the

@@ -915,6 +915,9 @@ TEST(CliErrors, BadUsageGives64AndRunsNothing) {
       {"unlock", "job"},
       {"demo"},
       {"demo", "flash-sale", "--buyers", "1"},
+      {"exec", "--semaphore", "-1", "job", "--", "touch", marker},
+      {"exec", "--semaphore", "9007199254740992", "job", "--", "touch", marker},
+      {"latch", "set", "job", "2.5"},
   };
   for (const auto& args : cases) {
     std::vector<std::string> argv{cli};
@@ -925,8 +928,13 @@ TEST(CliErrors, BadUsageGives64AndRunsNothing) {
       shown += " '" + a + "'";
     EXPECT_EQ(r.exit_code, 64) << "dlock" << shown << ": " << r.err;
     EXPECT_FALSE(r.err.empty()) << "dlock" << shown << " said nothing on stderr";
+    // Every message, the parser's too, says who speaks and stays short (no 300-digit bound).
+    EXPECT_TRUE(r.err.starts_with("dlock: ") || r.err.starts_with("Usage:")) << r.err;
+    EXPECT_EQ(r.err.find("179769313"), std::string::npos) << r.err;
   }
   EXPECT_FALSE(fs::exists(marker)) << "a rejected command line ran its command";
+  const tools::command_result unknown = tools::run_command({cli, "frobnicate"}, step_limit);
+  EXPECT_NE(unknown.err.find("unknown command 'frobnicate'"), std::string::npos) << unknown.err;
 }
 
 // Hardening: a name was echoed whole in every message, 70,000 bytes of it on stderr.

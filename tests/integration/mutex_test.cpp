@@ -516,6 +516,33 @@ TEST(Mutex, DestroyingTheClientReportsHoldsLostAndStopsItsHandles) {
   EXPECT_EQ(m.unlock_checked(), errc::client_stopped);
 }
 
+// A client destroyed inside its own callback (on its I/O thread) used to wait for that very
+// thread for ever. Now another thread shuts it down: the callback returns, the hold is reported
+// lost, and a release queued by unlock() still reaches the server.
+TEST(Mutex, AClientDestroyedInsideItsOwnCallbackShutsDownInsteadOfHanging) {
+  redis_server server;
+  client observer{server.url()};
+  auto c = std::make_unique<client>(server.url());
+  const std::string kept = unique_key("kept"), released = unique_key("released");
+  mutex m = c->get_lock(kept);
+  m.lock();
+  stop_waiter lost{m.stop_token()};
+  lock_lease r = c->get_lock(released).async_try_lock_for(0ms).get();
+  ASSERT_TRUE(r);
+  std::promise<void> returned;
+  c->async_command({"PING"}, [&](std::error_code, const reply&) {
+    (void)r.release();  // queued: the shutdown lets it reach the server first
+    c.reset();
+    returned.set_value();
+  });
+  ASSERT_EQ(returned.get_future().wait_for(5s), std::future_status::ready) << "the callback hung";
+  EXPECT_TRUE(lost.wait_for(5s).has_value()) << "the hold was not reported lost";
+  EXPECT_TRUE(test::eventually([&] {
+    return observer.command({"EXISTS", released}).integer == 0;
+  })) << "the queued release was dropped";
+  EXPECT_EQ(m.unlock_checked(), errc::client_stopped);
+}
+
 // Review finding 4: a waiter that times out holding an unused wake-up passes it on. (Whether the
 // unlock message reaches the timing-out waiter first depends on scheduling; with the fix the
 // second waiter acquires promptly in every ordering.)

@@ -740,13 +740,17 @@ TEST_F(RedlockTest, CliExecWithRepeatedRedisIsRedlock) {
     a.insert(a.end(), tail.begin(), tail.end());
     return dlock::tools::run_command(a, 30s);
   };
-  // The command sees its token, and the lock is on every master while it runs.
+  // The command sees its token, and the lock is on every master while it runs; a DLOCK_PERMIT
+  // dlock inherited does not reach it (no permit is held).
+  ::setenv("DLOCK_PERMIT", "stale", 1);
   const auto ran = exec({"exec", name, "--", "sh", "-c",
                          "echo $DLOCK_TOKEN; redis-cli -p " + std::to_string(masters_[4]->port()) +
-                             " EXISTS " + name});
+                             " EXISTS " + name + "; echo permit=${DLOCK_PERMIT-unset}"});
+  ::unsetenv("DLOCK_PERMIT");
   EXPECT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_GT(ran.out.size(), 2U) << ran.out;
   EXPECT_NE(ran.out.find("\n1"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("permit=unset"), std::string::npos) << ran.out;
   EXPECT_EQ(holding(name), 0);
 
   // Held by the library: -n gives up at once with the conflict status.
@@ -790,7 +794,15 @@ TEST_F(RedlockTest, CliExecWithRepeatedRedisIsRedlock) {
     EXPECT_EQ(unreachable.exit_code, 69) << unreachable.err;
     EXPECT_NE(unreachable.err.find("1 of the 3 Redlock masters"), std::string::npos)
         << unreachable.err;
+    EXPECT_NE(unreachable.err.find("(not reached: 127.0.0.1:2, 127.0.0.1:3)"), std::string::npos)
+        << unreachable.err;
   }
+  // A --lease that runs out is said to be the reason, as on one server.
+  const auto short_lease =
+      exec({"exec", "--lease", "0.3", "--kill-grace", "0", name, "--", "sleep", "10"});
+  EXPECT_EQ(short_lease.exit_code, 70) << short_lease.err;
+  EXPECT_NE(short_lease.err.find("its --lease of 0.3 s ran out"), std::string::npos)
+      << short_lease.err;
   // Only exec takes several.
   const auto status = dlock::tools::run_command(
       {DLOCK_CLI, "--redis", masters_[0]->url(), "--redis", masters_[1]->url(), "status", name});

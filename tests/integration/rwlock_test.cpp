@@ -255,23 +255,34 @@ TEST(SharedMutex, AWriterThatGivesUpStopsHoldingReadersBack) {
   const std::string name = unique_key("rw");
   shared_mutex reader = a.get_read_write_lock(name);
   reader.lock_shared();
-  for (const bool destroy_client : {false, true}) {
-    SCOPED_TRACE(destroy_client ? "client destroyed" : "cancelled");
+  enum class way { cancelled, client_destroyed, blocking_lock_of_a_destroyed_client };
+  for (const way w :
+       {way::cancelled, way::client_destroyed, way::blocking_lock_of_a_destroyed_client}) {
+    SCOPED_TRACE(static_cast<int>(w));
     auto b = std::make_unique<client>(server.url());
     std::stop_source cancel;
-    auto waiting = b->get_read_write_lock(name).async_acquire({.cancel = cancel.get_token()});
+    std::future<lock_lease> waiting;
+    if (w == way::blocking_lock_of_a_destroyed_client) {
+      // The blocking path: the caller's own first attempt left the intent.
+      waiting = std::async(std::launch::async, [writer = b->get_read_write_lock(name)]() mutable {
+        writer.lock();
+        return lock_lease{};
+      });
+    } else {
+      waiting = b->get_read_write_lock(name).async_acquire({.cancel = cancel.get_token()});
+    }
     ASSERT_TRUE(test::eventually([&] { return reader.status().waiting_writers == 1; }));
     EXPECT_FALSE(c.get_read_write_lock(name).try_lock_shared()) << "the intent holds readers back";
-    if (destroy_client) {
-      b.reset();
-    } else {
+    if (w == way::cancelled) {
       cancel.request_stop();
+    } else {
+      b.reset();
     }
     try {
       (void)waiting.get();
       ADD_FAILURE() << "the writer got the lock";
     } catch (const error& e) {
-      EXPECT_EQ(e.code(), destroy_client ? errc::client_stopped : errc::cancelled) << e.what();
+      EXPECT_EQ(e.code(), w == way::cancelled ? errc::cancelled : errc::client_stopped) << e.what();
     }
     // The withdrawal is in flight (or written by the client's shutdown) when get() returns.
     const auto gave_up = steady_clock::now();

@@ -456,6 +456,8 @@ TEST(SemaphoreCli, ForceUnlockGivesEveryPermitBackAndDataIsRefused) {
   const tools::command_result r =
       tools::run_command({DLOCK_CLI, "--redis", server.url(), "unlock", "--force", name}, 30s);
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.starts_with("semaphore '")) << r.out;
+  EXPECT_NE(r.out.find("' released"), std::string::npos) << r.out;
   EXPECT_EQ(s.available_permits(), 2);
   (void)c.command({"SET", data, "not a count"});
   const tools::command_result refused =

@@ -153,36 +153,6 @@ bool still_held(const dlock::mutex& m, const std::optional<dlock::fair_mutex>& f
   }
 }
 
-// The command's environment: dlock's, with DLOCK_NAME, DLOCK_TOKEN and DLOCK_OWNER set.
-std::vector<std::string> command_environment(const exec_options& o, const lock_lease& lease,
-                                             const std::string& permit_id) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_TOKEN=") ||
-        entry.starts_with("DLOCK_OWNER=") || entry.starts_with("DLOCK_PERMIT=")) {
-      continue;
-    }
-    env.emplace_back(entry);
-  }
-  env.push_back("DLOCK_NAME=" + o.name);
-  // A read hold has no fencing token (its lease's token is the hold's id).
-  env.push_back("DLOCK_TOKEN=" + std::to_string(o.shared ? 0 : lease.fencing_token()));
-  env.push_back("DLOCK_OWNER=" + lease.owner_id());
-  // A semaphore's permit id: `dlock`'s peers (or Redisson) can give it back by id.
-  if (!permit_id.empty()) env.push_back("DLOCK_PERMIT=" + permit_id);
-  return env;
-}
-
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (auto& s : strings)
-    out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 // The command as a child process, in one of two setups:
 //  - dlock in the foreground of a terminal (interactive): the command stays in dlock's process
 //    group, so that it can read the terminal, job control (Ctrl-Z, fg) and pipelines such as
@@ -276,6 +246,10 @@ class command_process {
 
 int run_exec(const exec_options& o) {
   const std::set<int> inherited = open_descriptors();
+  // What the messages call what is held: "lock 'x'", or a permit of "semaphore 'x'".
+  const std::string subject =
+      fmt::format("{} '{}'", o.semaphore_permits ? "semaphore" : "lock", shown_name(o.name));
+  const std::string held = o.semaphore_permits ? "a permit of " + subject : subject;
 
   // Blocked in this thread before any other exists, so in every thread: these signals wait in the
   // signalfd instead of interrupting anyone. The command gets the original mask.
@@ -345,12 +319,12 @@ int run_exec(const exec_options& o) {
       if (is_forwarded(sig)) signalled = sig;
     }
     if (signalled != 0) {
-      print_error(fmt::format("{} while waiting for lock '{}'; the command was not run",
-                              signal_name(signalled), shown_name(o.name)));
+      print_error(fmt::format("{} while waiting for {}; the command was not run",
+                              signal_name(signalled), subject));
       return exit_signal_base + signalled;
     }
     if (failed) {
-      print_error(fmt::format("lock '{}': {}", shown_name(o.name), failed->what()));
+      print_error(fmt::format("{}: {}", subject, failed->what()));
       return exit_code_for(*failed);
     }
     if (!lease) {
@@ -383,14 +357,16 @@ int run_exec(const exec_options& o) {
 
     if (lease.lost()) {
       // Lost between the acquisition and now (a tiny --lease, a force unlock): do not start.
-      print_error(fmt::format("lost lock '{}' before the command started; it was not run",
-                              shown_name(o.name)));
+      print_error(fmt::format("lost {} before the command started; it was not run", held));
       return exit_lock_lost;
     }
     close_on_exec_except(inherited);
     std::optional<command_process> child;
     try {
-      child.emplace(o, command_environment(o, lease, permit_id), original, default_sigpipe);
+      child.emplace(o,
+                    command_environment(o.name, o.shared ? 0 : lease.fencing_token(),
+                                        lease.owner_id(), permit_id),
+                    original, default_sigpipe);
     } catch (const os_error& e) {  // fork, pipe2: not about the command
       print_error(fmt::format("cannot start '{}': {}", shown_name(o.command.front()), e.what()));
       return exit_os_error;
@@ -407,8 +383,7 @@ int run_exec(const exec_options& o) {
       const std::string reason =
           o.lease ? fmt::format("its --lease of {} ran out", format_seconds(*o.lease))
                   : std::string("it was deleted or taken, or Redis could not confirm it in time");
-      print_error(fmt::format("lost lock '{}' while the command ran ({}){}", shown_name(o.name),
-                              reason, action));
+      print_error(fmt::format("lost {} while the command ran ({}){}", held, reason, action));
     };
     std::optional<clock_type::time_point> kill_at;
     std::optional<command_process::ending> ended;
@@ -460,13 +435,13 @@ int run_exec(const exec_options& o) {
     if (lost) {
       const std::string how = ended->signal != 0 ? "by " + signal_name(ended->signal)
                                                  : fmt::format("with status {}", ended->exit_code);
-      print_error(fmt::format("the command ended {} after lock '{}' was lost; exit status {}", how,
-                              shown_name(o.name), exit_lock_lost));
+      print_error(fmt::format("the command ended {} after {} was lost; exit status {}", how, held,
+                              exit_lock_lost));
       return exit_lock_lost;
     }
     return ended->exit_code;
   } catch (const dlock::error& e) {
-    print_error(fmt::format("lock '{}': {}", shown_name(o.name), e.what()));
+    print_error(fmt::format("{}: {}", subject, e.what()));
     return exit_code_for(e);
   } catch (const std::system_error& e) {
     print_error(e.what());

@@ -3,8 +3,11 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "cli_support.hpp"
@@ -157,6 +160,23 @@ Exit status: 0: done (wait: the latch is open); 75: wait timed out, or set found
 usage error, or NAME is a key that holds something else; 69: Redis unreachable, authentication
 refused or a Redis error.)";
 
+// A count given on the command line (a semaphore's permits, a latch's count): a whole number
+// from 0 to dlock::max_count. CLI11's NonNegativeNumber would name 1.8e308 as its bound.
+CLI::Validator count_range() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        std::int64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [at, ec] = std::from_chars(text.data(), end, value);
+        if (ec != std::errc() || at != end || value < 0 || value > dlock::max_count) {
+          return fmt::format("must be a whole number from 0 to {}, not '{}'", dlock::max_count,
+                             shown(text, 40));
+        }
+        return {};
+      },
+      "COUNT", "count");
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"dlock: distributed locks on Redis"};
   app.set_version_flag("--version", std::string("dlock ") + DLOCK_VERSION);
@@ -194,7 +214,7 @@ int run(int argc, char** argv) {
       ->add_option("--semaphore", exec_o.semaphore_permits,
                    "Hold one permit of the semaphore NAME (Redisson's permit-expirable "
                    "semaphore), created with N permits if it does not exist, instead of a lock")
-      ->check(CLI::NonNegativeNumber)
+      ->check(count_range())
       ->excludes("--plain");
   auto* shared_flag = exec_cmd->add_flag(
       "-s,--shared", exec_o.shared,
@@ -270,9 +290,7 @@ int run(int argc, char** argv) {
   auto* latch_set = latch_cmd->add_subcommand(
       "set", "Set the latch's count, only if it does not exist (exit 75 if it does)");
   latch_set->add_option("name", latch_name, "Latch name")->required();
-  latch_set->add_option("count", latch_count, "The count")
-      ->required()
-      ->check(CLI::NonNegativeNumber);
+  latch_set->add_option("count", latch_count, "The count")->required()->check(count_range());
   latch_set->footer(std::string(latch_footer));
 
   auto* demo = app.add_subcommand("demo",
@@ -312,6 +330,16 @@ int run(int argc, char** argv) {
   worker->add_option("--first-id", worker_first_id)->required();
   worker->add_option("--count", worker_count)->required()->check(CLI::Range(1, 1000));
 
+  // dlock's own messages start "dlock: "; CLI11's do too.
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    std::string what = e.what();
+    // "dlock frobnicate": CLI11 only says that a subcommand is required; name the word instead.
+    if (const auto left = a->remaining(true);
+        !left.empty() && what.find("subcommand is required") != std::string::npos) {
+      what = fmt::format("unknown command '{}'", shown(left.front(), 60));
+    }
+    return fmt::format("dlock: {}\nRun with --help for more information.\n", what);
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

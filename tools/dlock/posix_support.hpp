@@ -1,4 +1,5 @@
-// Small POSIX helpers of the dlock command: an owning file descriptor, pipes, signal names.
+// Small POSIX helpers of the dlock command: an owning file descriptor, pipes, signal names, the
+// command's environment.
 #pragma once
 
 #include <fcntl.h>
@@ -11,11 +12,14 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "unique_fd.hpp"
 
@@ -97,6 +101,37 @@ inline exec_signals take_exec_signals() {
   ::sigaction(SIGPIPE, &ignore_action, &old_sigpipe);
   out.default_sigpipe = old_sigpipe.sa_handler != SIG_IGN;
   out.fd = unique_fd(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+  return out;
+}
+
+// The command's environment: dlock's own, with DLOCK_NAME, DLOCK_TOKEN and DLOCK_OWNER set, and
+// DLOCK_PERMIT when `permit` is not empty; inherited values of all four never reach the command.
+inline std::vector<std::string> command_environment(std::string_view name, std::uint64_t token,
+                                                    std::string_view owner,
+                                                    std::string_view permit) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_TOKEN=") ||
+        entry.starts_with("DLOCK_OWNER=") || entry.starts_with("DLOCK_PERMIT=")) {
+      continue;
+    }
+    env.emplace_back(entry);
+  }
+  env.push_back("DLOCK_NAME=" + std::string(name));
+  env.push_back("DLOCK_TOKEN=" + std::to_string(token));
+  env.push_back("DLOCK_OWNER=" + std::string(owner));
+  if (!permit.empty()) env.push_back("DLOCK_PERMIT=" + std::string(permit));
+  return env;
+}
+
+// execve()'s view of `strings`: pointers into them, then a null one. `strings` must outlive it.
+inline std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (auto& s : strings)
+    out.push_back(s.data());
+  out.push_back(nullptr);
   return out;
 }
 

@@ -120,32 +120,6 @@ class holder {
   std::jthread thread_;  // last: joined before the rest goes
 };
 
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (auto& s : strings)
-    out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-// The command's environment: dlock's, with DLOCK_NAME, DLOCK_TOKEN and DLOCK_OWNER set.
-std::vector<std::string> environment(const exec_options& o, const acquired& hold) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_TOKEN=") ||
-        entry.starts_with("DLOCK_OWNER=")) {
-      continue;
-    }
-    env.emplace_back(entry);
-  }
-  env.push_back("DLOCK_NAME=" + o.name);
-  env.push_back("DLOCK_TOKEN=" + std::to_string(hold.token));
-  env.push_back("DLOCK_OWNER=" + hold.owner);
-  return env;
-}
-
 }  // namespace
 
 int run_redlock_exec(const exec_options& o, const std::vector<std::string>& master_urls) {
@@ -172,11 +146,16 @@ int run_redlock_exec(const exec_options& o, const std::vector<std::string>& mast
     // PING).
     const std::size_t up = masters.wait_for(rl.quorum(), rl.options().connect_timeout);
     if (up < rl.quorum()) {
+      std::string missing;
+      for (const std::size_t i : masters.not_connected(rl.size())) {
+        missing += (missing.empty() ? "" : ", ") +
+                   shown(dlock::client_options::from_url(master_urls[i]).endpoint(), 200);
+      }
       print_error(
           fmt::format("lock '{}': only {} of the {} Redlock masters could be reached "
-                      "within {}; {} are needed (-v shows why)",
+                      "within {}; {} are needed (not reached: {})",
                       shown_name(o.name), up, rl.size(),
-                      format_seconds(rl.options().connect_timeout), rl.quorum()));
+                      format_seconds(rl.options().connect_timeout), rl.quorum(), missing));
       return exit_unavailable;
     }
     hold.emplace(rl, o);
@@ -212,7 +191,7 @@ int run_redlock_exec(const exec_options& o, const std::vector<std::string>& mast
     const std::stop_callback on_lost(got.lost,
                                      [fd = lost_pipe.write.get()]() noexcept { write_byte(fd); });
     std::vector<std::string> argv_storage = o.command;
-    std::vector<std::string> env = environment(o, got);
+    std::vector<std::string> env = command_environment(o.name, got.token, got.owner, {});
     const std::vector<char*> argv = c_strings(argv_storage);
     const std::vector<char*> envp = c_strings(env);
     const sigset_t defaults =
@@ -244,10 +223,11 @@ int run_redlock_exec(const exec_options& o, const std::vector<std::string>& mast
         ::kill(-guard.group(), o.kill_grace.count() == 0 ? SIGKILL : SIGTERM);
         ::kill(-guard.group(), SIGCONT);
         kill_at = clock_type::now() + o.kill_grace;
-        print_error(
-            fmt::format("lost lock '{}' while the command ran (a majority of the masters "
-                        "could not confirm it in time): stopping the command",
-                        shown_name(o.name)));
+        print_error(fmt::format(
+            "lost lock '{}' while the command ran ({}): stopping the command", shown_name(o.name),
+            o.lease ? fmt::format("its --lease of {} ran out", format_seconds(*o.lease))
+                    : std::string("a majority of the masters could not confirm it in time, or "
+                                  "it was deleted or taken")));
       }
       if (kill_at && clock_type::now() >= *kill_at) {
         ::kill(-guard.group(), SIGKILL);

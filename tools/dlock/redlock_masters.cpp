@@ -24,4 +24,13 @@ std::size_t connected_masters::wait_for(std::size_t n, std::chrono::milliseconds
   return connected_.size();
 }
 
+std::vector<std::size_t> connected_masters::not_connected(std::size_t masters) {
+  const std::lock_guard lock(mutex_);
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < masters; ++i) {
+    if (connected_.count(std::to_string(i)) == 0) out.push_back(i);
+  }
+  return out;
+}
+
 }  // namespace dlock::cli

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "dlock/log.hpp"
 
@@ -21,6 +22,8 @@ class connected_masters {
   dlock::log_handler handler(dlock::log_handler inner);
   // Waits up to `limit` until at least `n` masters connected; returns how many did.
   std::size_t wait_for(std::size_t n, std::chrono::milliseconds limit);
+  // The indexes (0 to masters - 1) of the masters that have not connected.
+  std::vector<std::size_t> not_connected(std::size_t masters);
 
  private:
   std::mutex mutex_;

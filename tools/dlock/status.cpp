@@ -250,6 +250,7 @@ int run_force_unlock(const std::string& redis_url, const std::string& name) {
   try {
     dlock::client redis{client_options_for(redis_url)};
     bool released = false;
+    std::string_view kind = "lock";  // or "semaphore": every permit given back
     try {
       // A fair lock with waiters: deleted by its own script, which wakes the head of its line.
       // Anything else (a key of another kind included) goes the reentrant lock's way first.
@@ -276,6 +277,7 @@ int run_force_unlock(const std::string& redis_url, const std::string& name) {
           if (plain_error.code() != errc::wrong_type) throw;
           try {
             released = redis.get_semaphore(name, 0).force_release();
+            kind = "semaphore";
           } catch (const dlock::error& semaphore_error) {
             if (semaphore_error.code() == errc::wrong_type) throw plain_error;
             throw;
@@ -284,9 +286,15 @@ int run_force_unlock(const std::string& redis_url, const std::string& name) {
       }
     }
     if (released) {
-      fmt::print("lock '{}' released; its waiters were woken\n", shown_name(name));
+      fmt::print("{} '{}' released; its waiters were woken\n", kind, shown_name(name));
+    } else if (kind == "semaphore") {
+      // A free semaphore, a latch and a counter all look alike here: a whole number.
+      fmt::print(
+          "'{}' holds a count with no permit taken (a free semaphore, a latch or a "
+          "counter); nothing to release\n",
+          shown_name(name));
     } else {
-      fmt::print("lock '{}' was not held; nothing to release\n", shown_name(name));
+      fmt::print("{} '{}' was not held; nothing to release\n", kind, shown_name(name));
     }
     return exit_ok;
   } catch (const dlock::error& e) {

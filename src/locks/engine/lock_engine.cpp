@@ -353,8 +353,11 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
       return true;
     }
     if (clock::now() >= deadline) {
-      // An attempt that might wait may have joined the server's queue of owners.
-      if (lock.protocol->waits_by_owner() && deadline > started) leave_line(lock, owner);
+      // An attempt that might wait may have joined the server's line (of owners, or of clients
+      // when no other waiter of this client is left in it) or left a writer's intent.
+      if (deadline > started && (lock.protocol->waits_by_owner() || waiters_.waiting(lock) == 0)) {
+        leave_line(lock, owner);
+      }
       ++counters_.timed_out;
       ++counters_.of(lock.protocol->kind()).timed_out;
       if (unconfirmed && why != nullptr) *why = make_error_code(errc::replicas_unavailable);

@@ -134,9 +134,9 @@ lock_status rw_protocol_base::read_status(std::string_view name, const reply& r)
 }
 
 std::vector<std::string_view> rw_protocol_base::scripts() const {
-  return {scripts::rw_read_lock,    scripts::rw_read_unlock,  scripts::rw_read_renew,
-          scripts::rw_write_lock,   scripts::rw_write_unlock, scripts::rw_write_renew,
-          scripts::rw_write_leave,  scripts::rw_force_unlock, scripts::rw_status};
+  return {scripts::rw_read_lock,   scripts::rw_read_unlock,  scripts::rw_read_renew,
+          scripts::rw_write_lock,  scripts::rw_write_unlock, scripts::rw_write_renew,
+          scripts::rw_write_leave, scripts::rw_force_unlock, scripts::rw_status};
 }
 
 // --- read side ---------------------------------------------------------------------------------
