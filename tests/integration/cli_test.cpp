@@ -539,6 +539,26 @@ TEST(CliExec, NonblockAndWaitGiveTheConflictExitCode) {
   EXPECT_TRUE(fs::exists(marker));
 }
 
+// Without "--", the command's own options stayed dlock's: `dlock exec x ls -w 5` waited 5 s and
+// ran `ls`. Everything after NAME is the command's now; options put between NAME and "--" are a
+// usage error naming the first.
+TEST(CliExec, EverythingAfterTheNameIsTheCommands) {
+  redis_server server;
+  const std::string name = unique_key("args");
+  const tools::command_result r = run_cli(
+      server.url(), {"exec", name, "sh", "-c", R"(printf '%s|' "$@")", "sh", "-n", "-w", "5"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "-n|-w|5|");
+  const tools::command_result marked =
+      run_cli(server.url(), {"exec", name, "--", "sh", "-c", R"(printf '%s|' "$@")", "sh", "--"});
+  EXPECT_EQ(marked.exit_code, 0) << marked.err;
+  EXPECT_EQ(marked.out, "--|") << "only the first -- is dlock's";
+  const tools::command_result misplaced = run_cli(server.url(), {"exec", name, "-n", "--", "true"});
+  EXPECT_EQ(misplaced.exit_code, 64) << misplaced.err;
+  EXPECT_NE(misplaced.err.find("options go before NAME ('-n' follows it)"), std::string::npos)
+      << misplaced.err;
+}
+
 TEST(CliExec, TheCommandSeesNameTokenAndOwnerAndItsExitCodeIsDlocks) {
   redis_server server;
   const std::string name = unique_key("env");

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <optional>
@@ -95,6 +96,19 @@ struct exec_arguments {
 
 std::optional<exec_options> check_exec(exec_options o, const exec_arguments& a,
                                        std::string& problem) {
+  // Everything after NAME is the command's (CLI11's positionals_at_end), "--" first if given:
+  // `dlock exec x ls -w 5` runs `ls -w 5` and never waits. Options put after NAME and before
+  // "--" are a mistake to name, not part of the command.
+  if (!o.command.empty() && o.command.front() == "--") {
+    o.command.erase(o.command.begin());
+  } else if (!o.command.empty() && o.command.front().starts_with("-") &&
+             std::find(o.command.begin(), o.command.end(), "--") != o.command.end()) {
+    problem = fmt::format(
+        "exec: options go before NAME ('{}' follows it); usage: dlock exec [OPTIONS] NAME -- "
+        "COMMAND [ARG...]",
+        shown(o.command.front(), 40));
+    return std::nullopt;
+  }
   if (o.command.empty()) {
     problem = "exec: no command given; usage: dlock exec [OPTIONS] NAME -- COMMAND [ARG...]";
     return std::nullopt;
@@ -248,7 +262,10 @@ int run(int argc, char** argv) {
                        "When the lock is lost: SECONDS between SIGTERM and SIGKILL (default 5; 0: "
                        "SIGKILL at once)");
   exec_cmd->add_option("name", exec_o.name, "Lock name")->required();
-  exec_cmd->add_option("command", exec_o.command, "The command and its arguments, after --");
+  exec_cmd->add_option("command", exec_o.command,
+                       "The command and its arguments, after -- (everything after NAME is "
+                       "the command's)");
+  exec_cmd->positionals_at_end();
   exec_cmd->footer(std::string(exec_footer));
 
   std::string status_name;
