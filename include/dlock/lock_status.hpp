@@ -33,11 +33,12 @@ struct lock_status {
   std::vector<lock_holder> holders;             // empty when free
   std::chrono::milliseconds remaining_ttl{-2};  // as PTTL: -2 free, -1 no TTL
   std::uint64_t last_fencing_token = 0;  // the newest token handed out for this name; 0: none
-  // Connections listening for the lock's release: on its unlock channel, and for a mutex or a
-  // plain lock also on the call channel of each client in its wait line. dlock uses one per
-  // client however many of its threads wait, so this counts waiting clients (Redisson: one per
-  // waiting JVM), not threads; a dlock client waiting behind a Redisson holder listens on both
-  // and counts twice.
+  // Connections listening for the lock's release: on its unlock channel, for a mutex or a plain
+  // lock also on the call channel of each client in its wait line, and for a fair lock on the
+  // channel of each waiter in its line (one per waiting thread, dlock's as Redisson's). Otherwise
+  // dlock uses one per client however many of its threads wait, so this counts waiting clients
+  // (Redisson: one per waiting JVM), not threads; a dlock client waiting behind a Redisson holder
+  // listens on both and counts twice.
   std::uint64_t subscribers = 0;
   // A semaphore (dlock::semaphore::status()): its permits available now and in all (available +
   // held); a lock of another kind leaves both 0. Holders are then the permits: owner = permit id.

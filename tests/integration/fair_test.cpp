@@ -484,6 +484,9 @@ TEST(FairCli, StatusShowsTheLineAndForceUnlockWakesTheHead) {
       tools::run_command({DLOCK_CLI, "--redis", server.url(), "status", "--json", name}, 30s);
   EXPECT_NE(json.out.find(R"("kind":"fair")"), std::string::npos) << json.out;
   EXPECT_NE(json.out.find(R"("queue_length":1)"), std::string::npos) << json.out;
+  // The waiter listens on its own channel: it counts as a waiting client.
+  EXPECT_NE(json.out.find(R"("waiting_clients":1)"), std::string::npos) << json.out;
+  EXPECT_EQ(f.status().subscribers, 1U);
   const tools::command_result forced =
       tools::run_command({DLOCK_CLI, "--redis", server.url(), "unlock", "--force", name}, 30s);
   EXPECT_EQ(forced.exit_code, 0) << forced.err;

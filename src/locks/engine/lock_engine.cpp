@@ -571,6 +571,11 @@ lock_status lock_engine::status(const lock_ref& lock) {
     for (const reply& m : members.elements)
       channels.push_back(lock.protocol->call_channel(lock.name, m.str));
   }
+  if (lock.protocol->waits_by_owner()) {
+    // A fair lock's waiters listen on their own channels: those of the owners in its line.
+    for (const lock_waiter& w : s.queue)
+      channels.push_back(lock.protocol->owner_wake_channel(lock.name, w.owner));
+  }
   // Waiters listen with sharded pub/sub on a cluster, on the node of the channel's slot.
   const bool sharded =
       io_.use([](route::router& router) { return router.mode() == topology::mode::cluster; });
