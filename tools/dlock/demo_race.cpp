@@ -40,11 +40,7 @@ class worker_process {
  public:
   explicit worker_process(std::vector<std::string> args) {
     pipe_ends in = make_pipe(), out = make_pipe();
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
+    const std::vector<char*> argv = c_strings(args);
     posix_spawn_file_actions_t actions;
     ::posix_spawn_file_actions_init(&actions);
     // dup2 leaves the copies open across exec; the close-on-exec originals close.
