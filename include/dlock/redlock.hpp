@@ -142,7 +142,8 @@ class redlock {
   explicit redlock(const std::vector<std::string>& urls, redlock_options options = {});
   // Stops the watchdog (holds still open are reported lost with client_stopped), waits up to
   // request_timeout for releases in flight, and closes the connections. Handles may outlive it:
-  // their calls then fail with errc::client_stopped. Never throws.
+  // their calls then fail with errc::client_stopped. Never throws. Destroyed inside one of its
+  // own callbacks (on_lock_lost, on_log), it returns at once and another thread does all that.
   ~redlock();
 
   redlock(const redlock&) = delete;

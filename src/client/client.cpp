@@ -1,8 +1,6 @@
 #include "dlock/client.hpp"
 
-#include <chrono>
 #include <condition_variable>
-#include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,6 +11,7 @@
 #include "core/log_sink.hpp"
 #include "core/process.hpp"
 #include "core/setting_range.hpp"
+#include "core/shutdown_elsewhere.hpp"
 #include "locks/engine/lock_engine.hpp"
 #include "locks/handles/handle_state.hpp"
 #include "locks/handles/latch_state.hpp"
@@ -250,45 +249,6 @@ client::client(client_options options, detail::shared_io& io) {
   impl_ = std::make_unique<impl>(std::move(options), &io);
 }
 
-namespace {
-
-// Clients shut down by a thread of their own (destroyed inside their own callback): at exit, the
-// process waits a while for them, before the static objects they use (scripts, protocols) go.
-class orphaned_shutdowns {
- public:
-  // Made on first use, so destroyed before the statics that the clients made earlier use.
-  static orphaned_shutdowns& instance() {
-    static orphaned_shutdowns running;
-    return running;
-  }
-  void begin() {
-    const std::lock_guard lock(mutex_);
-    ++running_;
-  }
-  void end() {
-    // Notified under the lock: once it is released, this thread touches nothing here.
-    const std::lock_guard lock(mutex_);
-    --running_;
-    done_.notify_all();
-  }
-  orphaned_shutdowns() = default;
-  orphaned_shutdowns(const orphaned_shutdowns&) = delete;
-  orphaned_shutdowns& operator=(const orphaned_shutdowns&) = delete;
-  ~orphaned_shutdowns() {
-    std::unique_lock lock(mutex_);
-    done_.wait_for(lock, exit_wait, [this] { return running_ == 0; });
-  }
-
- private:
-  // A shutdown takes at most about request_timeout (the releases' drain) plus the thread's end.
-  static constexpr std::chrono::seconds exit_wait{10};
-  std::mutex mutex_;
-  std::condition_variable done_;
-  std::size_t running_ = 0;
-};
-
-}  // namespace
-
 client::~client() {
   // In a child forked after the client was made, its I/O thread does not exist (joining it would
   // hang), mutexes may be held for ever, and the sockets are the parent's: leave it all alone.
@@ -298,15 +258,8 @@ client::~client() {
   // a thread, the client is left running rather than hang.
   if (impl_ && impl_->shared_io == nullptr && std::this_thread::get_id() == impl_->io_thread_id) {
     impl* orphan = impl_.release();
-    try {
-      orphaned_shutdowns& running = orphaned_shutdowns::instance();
-      running.begin();
-      std::thread([orphan, &running] {
-        delete orphan;
-        running.end();
-      }).detach();
-    } catch (...) {  // NOLINT(bugprone-empty-catch): no thread to spare; leaking beats hanging
-    }
+    // Without a thread to spare, the client is leaked: better than a hang.
+    (void)core::detached_shutdowns::instance().run([orphan] { delete orphan; });
   }
   // On a shared I/O thread, handlers for this client may still be queued after it stopped: its
   // state goes when that thread has ended.

@@ -38,6 +38,7 @@
 #include "core/identity.hpp"
 #include "core/log_sink.hpp"
 #include "core/setting_range.hpp"
+#include "core/shutdown_elsewhere.hpp"
 #include "dlock/client.hpp"
 #include "dlock/embedded_scripts.hpp"
 #include "dlock/error.hpp"
@@ -203,6 +204,11 @@ class redlock::impl : public core::thread_exit_listener {
     watchdog_ = std::thread([this] { run_watchdog(); });
   }
   void stop() noexcept;
+  // Whether the calling thread is one stop() waits for: the watchdog's or the I/O thread.
+  bool on_own_thread() const noexcept {
+    const auto me = std::this_thread::get_id();
+    return me == watchdog_.get_id() || me == io_.thread_id();
+  }
 
   // Acquires `name` for the owner `owner_key` (a thread's key, or a lease's own key). Throws
   // errc::cancelled when `cancel` stops first.
@@ -1379,6 +1385,13 @@ redlock::redlock(const std::vector<std::string>& urls, redlock_options options)
 }
 
 redlock::~redlock() {
+  if (impl_->on_own_thread()) {
+    // Destroyed inside its own callback (on_lock_lost on the watchdog thread, on_log on the I/O
+    // thread): stop() would wait for this very thread. Another thread stops it; handles keep the
+    // state alive meanwhile. Without a thread to spare, it is left running rather than hang.
+    (void)core::detached_shutdowns::instance().run([state = impl_] { state->stop(); });
+    return;
+  }
   impl_->stop();
 }
 

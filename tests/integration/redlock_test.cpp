@@ -529,6 +529,31 @@ TEST_F(RedlockTest, LosingTheMajorityWhileHeldReportsTheLoss) {
   EXPECT_EQ(m.unlock_checked(), dlock::errc::lock_lost);
 }
 
+// A redlock destroyed inside its own on_lock_lost (on its watchdog thread) used to join that very
+// thread: std::terminate. Another thread stops it now: the callback returns, the redlock's
+// connections close, and the handle's calls fail.
+TEST_F(RedlockTest, ARedlockDestroyedInsideItsOwnLossCallbackStopsInsteadOfEndingTheProcess) {
+  std::promise<void> returned;
+  std::unique_ptr<dlock::redlock> rl;
+  rl = std::make_unique<dlock::redlock>(
+      urls(), dlock::redlock_options{.watchdog_timeout = 900ms,
+                                     .on_lock_lost = [&](const dlock::lock_loss&) {
+                                       rl.reset();
+                                       returned.set_value();
+                                     }});
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex m = rl->get_lock(name);
+  m.lock();
+  for (std::size_t i : {0, 1, 2})
+    (void)masters_[i]->cli({"DEL", name});  // a majority forgets it: the next renewal fails
+  ASSERT_EQ(returned.get_future().wait_for(900ms + kSlack), std::future_status::ready);
+  // Stopped: its connections are closed (they name themselves "dlock").
+  EXPECT_TRUE(dlock::test::eventually([&] {
+    return masters_[3]->cli({"CLIENT", "LIST"}).find("name=dlock") == std::string::npos;
+  }));
+  EXPECT_THROW((void)m.try_lock(), dlock::error);
+}
+
 TEST_F(RedlockTest, ExplicitLeaseEndsWithoutRenewal) {
   std::promise<dlock::lock_loss> reported;
   dlock::redlock rl{urls(),
