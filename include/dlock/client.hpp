@@ -9,12 +9,13 @@
 //   std::string v = c.command({"GET", "greeting"}).str;
 //
 // Lifetime: destroying the client waits up to request_timeout for releases queued by unlock()
-// to reach Redis (none queued: no wait), reports holds still open as lost, stops its I/O thread,
-// and completes requests still queued with errc::client_stopped. Destroyed inside one of its own
-// callbacks (on its I/O thread, which cannot wait for itself), it returns at once and another
-// thread does all that; the client's remaining callbacks (loss notifications) may then run after
-// the destructor returned. Lock handles and leases may outlive it (their calls then fail with
-// errc::client_stopped).
+// to reach Redis, and for lock attempts still out (their callers get errc::client_stopped, and a
+// hold such an attempt takes is released; none of either: no wait), reports holds still open as
+// lost, stops its I/O thread, and completes requests still queued with errc::client_stopped.
+// Destroyed inside one of its own callbacks (on its I/O thread, which cannot wait for itself), it
+// returns at once and another thread does all that; the client's remaining callbacks (loss
+// notifications) may then run after the destructor returned. Lock handles and leases may outlive
+// it (their calls then fail with errc::client_stopped).
 #pragma once
 
 #include <cstdint>

@@ -140,8 +140,10 @@ class redlock {
   // (docs/redlock.md). A master found to be a Redis Cluster node, or two URLs spelled apart that
   // reach one server (localhost and 127.0.0.1), fail acquisitions with errc::invalid_argument.
   explicit redlock(const std::vector<std::string>& urls, redlock_options options = {});
-  // Stops the watchdog (holds still open are reported lost with client_stopped), waits up to
-  // request_timeout for releases in flight, and closes the connections. Handles may outlive it:
+  // Stops the watchdog (holds still open are reported lost with client_stopped), lets
+  // acquisitions under way end (each fails with client_stopped; one whose attempt was out
+  // releases what that attempt took), waits up to request_timeout for releases in flight, and
+  // closes the connections: up to about twice request_timeout in all. Handles may outlive it:
   // their calls then fail with errc::client_stopped. Never throws. Destroyed inside one of its
   // own callbacks (on_lock_lost, on_log), it returns at once and another thread does all that.
   ~redlock();
@@ -224,10 +226,11 @@ class redlock_mutex {
   // redlock_mutex::async_acquire(options), async_lock(), async_try_lock_for(wait)
   // Acquire without blocking the caller: the future delivers a redlock_lease (empty when the wait
   // ran out) or throws from get() what lock() throws, plus errc::cancelled when options.cancel
-  // stopped first. options.wait: std::nullopt waits until acquired, zero or less makes one
-  // attempt; options.lease: an explicit lease, else a watchdog lease. Each call waits on a thread
-  // of its own (the acquisition is the blocking one, on behalf of a fresh owner). Throws
-  // errc::invalid_argument for a lease out of range (before any I/O).
+  // stopped first (a majority that arrives meanwhile is released at once). options.wait:
+  // std::nullopt waits until acquired, zero or less makes one attempt; options.lease: an explicit
+  // lease, else a watchdog lease. Each call waits on a thread of its own (the acquisition is the
+  // blocking one, on behalf of a fresh owner). Throws errc::invalid_argument for a lease out of
+  // range (before any I/O).
   std::future<redlock_lease> async_acquire(const acquire_options& options);
   std::future<redlock_lease> async_lock() { return async_acquire({}); }
   std::future<redlock_lease> async_try_lock_for(std::chrono::milliseconds wait) {

@@ -360,6 +360,7 @@ class redlock::impl : public core::thread_exit_listener {
   std::map<std::string, std::weak_ptr<redlock_gate>> gates_;
   std::set<std::shared_ptr<redlock_waker>> wakers_;
   std::vector<std::shared_ptr<redlock_hold>> orphans_;  // see on_thread_exit()
+  std::size_t acquiring_ = 0;  // acquire() calls under way (stop() waits for them)
   bool stopping_ = false;
   std::thread watchdog_;
 
@@ -463,15 +464,18 @@ void redlock::impl::stop() noexcept {
     }
     report_loss(hold, lock_loss_reason::client_stopped, true);
   }
+  // Waiters were told to stop, and an attempt still out is answered or times out: wait until
+  // every acquisition has ended (one whose attempt took a hold releases it; waiters drop their
+  // subscriptions) while the masters' clients still live.
+  {
+    std::unique_lock lock(holds_mutex_);
+    watchdog_wake_.wait_for(lock, options_.request_timeout + std::chrono::seconds(5),
+                            [this] { return wakers_.empty() && acquiring_ == 0; });
+  }
   {
     std::unique_lock lock(releases_mutex_);
     releases_done_.wait_for(lock, options_.request_timeout,
                             [this] { return releases_in_flight_ == 0; });
-  }
-  // Waiters were told to stop; wait until they dropped their subscriptions before the clients go.
-  {
-    std::unique_lock lock(holds_mutex_);
-    watchdog_wake_.wait_for(lock, std::chrono::seconds(5), [this] { return wakers_.empty(); });
   }
   {
     std::unique_lock lock(clients_mutex_);
@@ -874,7 +878,21 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
                                               " (it is not reentrant)");
       }
     }
+    ++acquiring_;
   }
+  // stop() waits for this acquisition to end before the masters' clients go.
+  struct acquiring_guard {
+    impl& self;
+    explicit acquiring_guard(impl& i) : self(i) {}
+    acquiring_guard(const acquiring_guard&) = delete;
+    acquiring_guard& operator=(const acquiring_guard&) = delete;
+    ~acquiring_guard() {
+      // Notified under the mutex: once it is released, stop() may return and the impl go.
+      std::lock_guard lock(self.holds_mutex_);
+      --self.acquiring_;
+      if (self.stopping_) self.watchdog_wake_.notify_all();
+    }
+  } counted{*this};
   // A lost hold this thread never unlocked: forget it (releasing it where it may remain).
   (void)release(name, owner_key);
 
@@ -955,6 +973,10 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     }
     attempt_result result = attempt(name, owner, lease_ms, lease == nullptr);
     if (result.hold) {
+      if (cancel.stop_requested()) {  // cancelled while the attempt was out: given back at once
+        release_on_all(name, result.hold->value);
+        throw error(errc::cancelled, "the acquisition was cancelled");
+      }
       bool wake_watchdog = false;
       result.hold->gate = gate;
       {

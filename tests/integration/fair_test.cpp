@@ -9,6 +9,7 @@
 #include <future>
 #include <mutex>
 #include <sstream>
+#include <stop_token>
 #include <thread>
 
 #include "dlock/dlock.hpp"
@@ -87,6 +88,42 @@ TEST(FairMutex, AWaiterOfADestroyedClientLeavesTheLine) {
   }  // ~client while its thread waits in lock()
   EXPECT_EQ(waiter_ended.get(), errc::client_stopped);
   EXPECT_EQ(holder.command({"EXISTS", queue}).integer, 0) << "the destroyed waiter left the line";
+  held.unlock();
+  client next{server.url()};
+  fair_mutex free_lock = next.get_fair_lock(held.name());
+  EXPECT_TRUE(std::async(std::launch::async, [&] { return free_lock.try_lock(); }).get());
+  free_lock.unlock();
+}
+
+// A waiter that gives up while its first attempt is still out (the server holds it; its client
+// has not read the refusal) leaves the line too: the attempt puts it in line when it runs, and the
+// departure sent after it takes it out.
+TEST(FairMutex, AWaiterThatGivesUpWhileItsAttemptIsOutLeavesTheLine) {
+  redis_server server;
+  client holder{server.url()};
+  fair_mutex held = holder.get_fair_lock(unique_key("f"));
+  const std::string queue = locks::fair_queue_key(held.name());
+  held.lock();
+  constexpr auto pause = 400ms;  // holds the waiter's attempt on the server
+  client waiter{server.url()};
+  (void)waiter.command({"PING"});  // connected: the pause holds the attempt, not the set-up
+  const auto attempts_before = waiter.lock_metrics().attempts;
+  std::stop_source cancel;
+  server.cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
+  const auto paused = steady_clock::now();
+  auto waiting = waiter.get_fair_lock(held.name()).async_acquire({.cancel = cancel.get_token()});
+  ASSERT_TRUE(test::eventually([&] { return waiter.lock_metrics().attempts > attempts_before; }));
+  ASSERT_LT(steady_clock::now() - paused, pause) << "the attempt was sent after the pause";
+  cancel.request_stop();
+  try {
+    (void)waiting.get();
+    ADD_FAILURE() << "the waiter got the lock";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::cancelled) << e.what();
+  }
+  EXPECT_TRUE(test::eventually([&] {
+    return holder.command({"EXISTS", queue}).integer == 0;
+  })) << "the cancelled waiter is still in line";
   held.unlock();
   client next{server.url()};
   fair_mutex free_lock = next.get_fair_lock(held.name());

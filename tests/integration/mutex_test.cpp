@@ -543,6 +543,57 @@ TEST(Mutex, AClientDestroyedInsideItsOwnCallbackShutsDownInsteadOfHanging) {
   EXPECT_EQ(m.unlock_checked(), errc::client_stopped);
 }
 
+// An acquisition whose attempt is out when its client is destroyed: if the attempt takes the
+// lock, nobody would hold it, so the shutdown waits for the attempt and releases what it took,
+// instead of leaving it for its lease (30 s); the caller gets client_stopped, not a hold already
+// lost. Asynchronous and blocking, reentrant and plain (whose release needs the hold's token,
+// which only the attempt's reply carries).
+TEST(Mutex, AnAttemptOutWhenItsClientIsDestroyedLeavesTheLockFree) {
+  redis_server server;
+  client observer{server.url()};
+  constexpr auto pause = 400ms;  // holds the attempt on the server
+  for (const bool plain : {false, true}) {
+    for (const bool blocking : {false, true}) {
+      SCOPED_TRACE(std::string(plain ? "plain" : "reentrant") + (blocking ? " lock()" : " async"));
+      const std::string name = unique_key("m");
+      auto c = std::make_unique<client>(server.url());
+      {
+        // Connected, scripts loaded: the pause holds the attempt, not the set-up.
+        mutex warm = c->get_lock(unique_key("warm"));
+        ASSERT_TRUE(warm.try_lock());
+        warm.unlock();
+      }
+      server.cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
+      const auto paused = steady_clock::now();
+      std::future<void> waiting;
+      if (blocking) {
+        waiting =
+            std::async(std::launch::async, [m = c->get_lock(name), p = c->get_plain_lock(name),
+                                            plain]() mutable { plain ? p.lock() : m.lock(); });
+      } else {
+        auto lease = plain ? c->get_plain_lock(name).async_lock() : c->get_lock(name).async_lock();
+        waiting =
+            std::async(std::launch::deferred, [f = std::move(lease)]() mutable { (void)f.get(); });
+      }
+      // The server holds the attempt (a blocking caller counts its attempt once answered).
+      ASSERT_TRUE(test::eventually([&] {
+        return observer.command({"INFO", "clients"}).str.find("blocked_clients:1") !=
+               std::string::npos;
+      }));
+      ASSERT_LT(steady_clock::now() - paused, pause) << "the attempt was sent after the pause";
+      c.reset();
+      try {
+        waiting.get();
+        ADD_FAILURE() << "the acquisition of a destroyed client succeeded";
+      } catch (const error& e) {
+        EXPECT_EQ(e.code(), errc::client_stopped) << e.what();
+      }
+      EXPECT_GE(steady_clock::now() - paused, pause) << "the destructor did not wait";
+      EXPECT_EQ(observer.command({"EXISTS", name}).integer, 0) << "the attempt's hold was left";
+    }
+  }
+}
+
 // Review finding 4: a waiter that times out holding an unused wake-up passes it on. (Whether the
 // unlock message reaches the timing-out waiter first depends on scheduling; with the fix the
 // second waiter acquires promptly in every ordering.)

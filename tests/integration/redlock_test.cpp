@@ -1,11 +1,14 @@
 // dlock::redlock against 5 real, independent redis-servers (and a sixth as the protected
 // resource): exclusion across processes, masters killed and slow, renewal, loss, fencing.
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <iostream>
 #include <latch>
@@ -647,6 +650,76 @@ TEST_F(RedlockTest, AsyncAcquisitionIsCancelled) {
     EXPECT_EQ(e.code(), dlock::errc::cancelled) << e.what();
   }
   held.unlock();
+}
+
+// Cancelled while its attempt is out (every master paused, shorter than request_timeout): the
+// acquisition completes with `cancelled`, and the majority its attempt then took is given back.
+TEST_F(RedlockTest, AnAcquisitionCancelledWhileItsAttemptIsOutTakesNothing) {
+  constexpr auto pause = 300ms;  // holds the attempt on every master
+  dlock::redlock rl{urls()};
+  ASSERT_GT(rl.options().request_timeout, pause + 100ms);
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex warm = rl.get_lock(unique_key("warm"));
+  warm.lock();  // connected: the pause holds the attempt, not the set-up
+  warm.unlock();
+  const auto attempts_before = rl.lock_metrics().attempts;
+  const auto paused = clock_type::now();
+  for (const auto& m : masters_)
+    (void)m->cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
+  std::stop_source cancel;
+  auto pending = rl.get_lock(name).async_acquire({.cancel = cancel.get_token()});
+  ASSERT_TRUE(
+      dlock::test::eventually([&] { return rl.lock_metrics().attempts > attempts_before; }));
+  ASSERT_LT(clock_type::now() - paused, pause) << "the attempt was sent after the pause";
+  cancel.request_stop();
+  try {
+    (void)pending.get();
+    ADD_FAILURE() << "a cancelled acquisition completed with a lease";
+  } catch (const dlock::error& e) {
+    EXPECT_EQ(e.code(), dlock::errc::cancelled) << e.what();
+  }
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }))
+      << holding(name) << " masters still hold the lock";
+}
+
+// A redlock destroyed while an acquisition's attempt is out (every master stopped with SIGSTOP,
+// so the request waits in the socket and runs when the master resumes, even after the
+// connection closed): the destructor waits for that acquisition, whose undo follows the attempt,
+// instead of closing the connections under it and leaving the lock held by nobody for 30 s.
+TEST_F(RedlockTest, ARedlockDestroyedWhileAnAttemptIsOutLeavesNothingHeld) {
+  const auto stopped = [](pid_t pid) {  // state 'T' in /proc/<pid>/stat
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T';
+  };
+  auto rl = std::make_unique<dlock::redlock>(urls());
+  const std::string name = unique_key("lock");
+  dlock::redlock_mutex warm = rl->get_lock(unique_key("warm"));
+  warm.lock();  // connected
+  warm.unlock();
+  const auto attempts_before = rl->lock_metrics().attempts;
+  for (const auto& m : masters_)
+    ASSERT_EQ(::kill(m->pid(), SIGSTOP), 0);
+  for (const auto& m : masters_)
+    ASSERT_TRUE(dlock::test::eventually([&] { return stopped(m->pid()); }));
+  auto pending = rl->get_lock(name).async_acquire({});
+  const bool sent =
+      dlock::test::eventually([&] { return rl->lock_metrics().attempts > attempts_before; });
+  if (sent) rl.reset();
+  for (const auto& m : masters_)
+    ::kill(m->pid(), SIGCONT);
+  ASSERT_TRUE(sent);
+  try {
+    (void)pending.get();
+    ADD_FAILURE() << "the acquisition completed with a lease";
+  } catch (const dlock::error& e) {
+    EXPECT_EQ(e.code(), dlock::errc::client_stopped) << e.what();
+  }
+  // Each master has run the attempt and, after it, the undo.
+  EXPECT_TRUE(dlock::test::eventually([&] { return holding(name) == 0; }))
+      << holding(name) << " masters still hold the lock";
 }
 
 TEST_F(RedlockTest, DestroyingTheRedlockReportsOpenHoldsAndReleasesThem) {

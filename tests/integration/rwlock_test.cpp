@@ -272,8 +272,8 @@ TEST(SharedMutex, AWriterThatGivesUpStopsHoldingReadersBack) {
       waiting = b->get_read_write_lock(name).async_acquire({.cancel = cancel.get_token()});
     }
     ASSERT_TRUE(test::eventually([&] { return reader.status().waiting_writers == 1; }));
-    // And the waiter has read its refusal and waits in its client (it listens): giving up before
-    // that still leaves the intent (a known race, see CHANGELOG "Known").
+    // And the waiter has read its refusal and waits in its client (it listens); the next test
+    // gives up while the attempt is still out.
     ASSERT_TRUE(test::eventually([&] { return reader.status().subscribers >= 1; }));
     EXPECT_FALSE(c.get_read_write_lock(name).try_lock_shared()) << "the intent holds readers back";
     if (w == way::cancelled) {
@@ -296,6 +296,84 @@ TEST(SharedMutex, AWriterThatGivesUpStopsHoldingReadersBack) {
     late.unlock_shared();
   }
   reader.unlock_shared();
+}
+
+// The same, given up while the writer's first attempt is still out (its client has not read the
+// refusal, so the waiter never joined the client's queue): the attempt records the intent when it
+// runs, and the withdrawal sent after it removes it.
+TEST(SharedMutex, AWriterThatGivesUpWhileItsAttemptIsOutLeavesNoIntent) {
+  redis_server server;
+  client a{server.url()}, c{server.url()};
+  const std::string name = unique_key("rw");
+  shared_mutex reader = a.get_read_write_lock(name);
+  reader.lock_shared();
+  constexpr auto pause = 400ms;  // holds the writer's attempt on the server
+  for (const bool cancelled : {true, false}) {
+    SCOPED_TRACE(cancelled ? "cancelled" : "client destroyed");
+    auto b = std::make_unique<client>(server.url());
+    (void)b->command({"PING"});  // connected: the pause holds the attempt, not the set-up
+    const auto attempts_before = b->lock_metrics().attempts;
+    std::stop_source cancel;
+    server.cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
+    const auto paused = steady_clock::now();
+    auto waiting = b->get_read_write_lock(name).async_acquire({.cancel = cancel.get_token()});
+    ASSERT_TRUE(test::eventually([&] { return b->lock_metrics().attempts > attempts_before; }));
+    ASSERT_LT(steady_clock::now() - paused, pause) << "the attempt was sent after the pause";
+    if (cancelled) {
+      cancel.request_stop();
+    } else {
+      b.reset();
+    }
+    try {
+      (void)waiting.get();
+      ADD_FAILURE() << "the writer got the lock";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), cancelled ? errc::cancelled : errc::client_stopped) << e.what();
+    }
+    ASSERT_TRUE(test::eventually([&] { return steady_clock::now() - paused > pause; }));
+    // The attempt ran (its intent was recorded) and the withdrawal after it.
+    EXPECT_TRUE(test::eventually([&] { return reader.status().waiting_writers == 0; }));
+    EXPECT_LT(steady_clock::now() - paused, pause + timing_slack);
+    shared_mutex late = c.get_read_write_lock(name);
+    EXPECT_TRUE(late.try_lock_shared()) << "an intent holds readers back";
+    late.unlock_shared();
+  }
+  reader.unlock_shared();
+}
+
+// Two writers of one client whose first attempts are out together: the one that gives up must not
+// withdraw the other's intent (the intents are the client's, withdrawn as one). The client
+// withdraws them when its last writer ends, here the one that got the lock.
+TEST(SharedMutex, AWriterThatGivesUpLeavesItsSiblingsIntentInPlace) {
+  redis_server server;
+  client a{server.url()}, b{server.url()}, c{server.url()};
+  const std::string name = unique_key("rw");
+  shared_mutex reader = a.get_read_write_lock(name);
+  reader.lock_shared();
+  constexpr auto pause = 400ms;  // holds both writers' attempts on the server
+  (void)b.command({"PING"});
+  const auto attempts_before = b.lock_metrics().attempts;
+  server.cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
+  const auto paused = steady_clock::now();
+  auto gives_up = b.get_read_write_lock(name).async_acquire({.wait = 30ms});
+  auto waits = b.get_read_write_lock(name).async_acquire({});
+  ASSERT_TRUE(test::eventually([&] { return b.lock_metrics().attempts >= attempts_before + 2; }));
+  ASSERT_LT(steady_clock::now() - paused, pause) << "the attempts were sent after the pause";
+  EXPECT_FALSE(gives_up.get()) << "the writer that gives up got the lock";
+  (void)b.command({"PING"});  // on b's link: what b sent before it has run
+  EXPECT_GE(reader.status().waiting_writers, 1)
+      << "the give-up withdrew the waiting writer's intent";
+  EXPECT_FALSE(c.get_read_write_lock(name).try_lock_shared()) << "a new reader passed a writer";
+  reader.unlock_shared();
+  ASSERT_EQ(waits.wait_for(timing_slack), std::future_status::ready) << "the writer slept on";
+  lock_lease held = waits.get();
+  ASSERT_TRUE(held);
+  (void)held.release();
+  // Both intents are gone with the client's last writer: readers pass at once.
+  EXPECT_TRUE(test::eventually([&] { return reader.status().waiting_writers == 0; }));
+  shared_mutex late = c.get_read_write_lock(name);
+  EXPECT_TRUE(late.try_lock_shared());
+  late.unlock_shared();
 }
 
 TEST(SharedMutex, AWriterIsNotStarvedByAStreamOfOverlappingReaders) {

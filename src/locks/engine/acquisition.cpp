@@ -1,5 +1,7 @@
 #include "locks/engine/acquisition.hpp"
 
+#include <utility>
+
 namespace dlock::locks {
 
 using kind = acquisition_machine::action::kind;
@@ -35,7 +37,9 @@ acquisition::acquisition(std::shared_ptr<lock_engine> engine, params p, completi
       done_(std::move(done)),
       machine_(p_.deadline, p_.lock.protocol->wait_refresh()) {}
 
-bool acquisition::begin() {
+bool acquisition::begin(bool line_use_taken_over) {
+  // A blocking caller hands its use of the line over; an asynchronous acquisition begins one.
+  if (!line_use_taken_over) engine_->line_uses_.begin(waits_.name);
   engine_->acquisitions_[this] = shared_from_this();
   if (p_.cancel.stop_possible()) {
     cancel_callback_.emplace(p_.cancel, [weak = weak_from_this(), &io = engine_->io().io()] {
@@ -54,13 +58,13 @@ bool acquisition::begin() {
 }
 
 void acquisition::start() {
-  if (!begin()) return;
+  if (!begin(false)) return;
   run(machine_.start(clock::now(), engine_->waiters_.queued_ttl(waits_)));
 }
 
 void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes,
                                 bool holder_calls, std::optional<clock::time_point> attempt_sent) {
-  if (!begin()) return;
+  if (!begin(true)) return;
   attempt_sent_ = attempt_sent;
   holder_calls_ = holder_calls;
   // The blocking caller's attempt was one that may wait: it may have joined the server's line
@@ -71,6 +75,15 @@ void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted, bool holder
 }
 
 void acquisition::stop() {
+  // An attempt still out may take the lock, which nobody would then hold. A release by owner
+  // follows it at once on its link (it works even if the client cannot wait for the reply), and
+  // the shutdown's drain waits for the reply, which gives back a hold whose release needs its
+  // token (a plain lock's value): not left for its lease either way.
+  if (machine_.attempting()) {
+    engine_->release_orphan(key_);
+    engine_->releases_->expect();
+    stopped_mid_attempt_ = true;
+  }
   finish(make_error_code(errc::client_stopped), "the client was destroyed", false);
 }
 
@@ -166,8 +179,11 @@ void acquisition::send_attempt() {
 
 void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, bool others_waiting,
                            std::error_code ec, const reply& r) {
-  // Stopped while the attempt was out: a hold it may have taken ends with its lease.
-  if (finished_) return;
+  if (finished_) {
+    // Stopped while the attempt was out (see stop()); otherwise the finish came from its reply.
+    if (std::exchange(stopped_mid_attempt_, false)) engine_->give_back_late_hold(key_, plan, ec, r);
+    return;
+  }
   attempt_outcome outcome;
   std::string detail = r.str;
   if (!ec) {
@@ -232,8 +248,6 @@ void acquisition::finish(std::error_code ec, const std::string& detail, bool hel
   if (in_queue_) {
     bool last_of_lock = false;
     subscription last = engine_->waiters_.leave(waits_, &waiter_, give_back, &last_of_lock);
-    // The client's last waiter gave up: the client leaves the server's wait line too.
-    if (!held && last_of_lock && may_be_in_line_) engine_->leave_line(p_.lock, p_.owner);
     if (last_of_lock) engine_->drop_idle_subscriptions_later();
     if (last) {
       // Unsubscribing is I/O: only while the client lives; afterwards the subscription is parked
@@ -245,6 +259,12 @@ void acquisition::finish(std::error_code ec, const std::string& detail, bool hel
         last.reset();
       }
     }
+  }
+  // The client's last acquisition of the lock ended, and one that gave up may have left a mark
+  // (a place in the server's line, a writer's intent; also one whose attempt was still out when
+  // it was cancelled or its client stopped): the client leaves the line, after that attempt.
+  if (engine_->line_uses_.end(waits_.name, held, may_be_in_line_)) {
+    engine_->leave_line(p_.lock, p_.owner);
   }
   engine_->acquisitions_.erase(this);
   done_(ec, detail, held);

@@ -54,7 +54,9 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   void refuse(const error& e);
 
  private:
-  bool begin();
+  // Registers the acquisition (and its use of the line, unless a blocking caller's use is
+  // `line_use_taken_over`); false when it is already cancelled (then finished).
+  bool begin(bool line_use_taken_over);
   void run(const acquisition_machine::action& a);
   // Tells the wait queues of the holder `a` saw; false (and finished) when that failed.
   bool saw_holder(const acquisition_machine::action& a);
@@ -74,10 +76,11 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   wait_queues::waiter waiter_;
   bool in_queue_ = false;
   bool finished_ = false;
-  bool may_be_in_line_ = false;     // an attempt may have left a mark to undo: a place in line
-                                    // or a writer's intent (protocol::leave_line())
-  bool unconfirmed_ = false;        // the last attempt's hold was undone (too few replicas)
-  bool retried_lost_link_ = false;  // an attempt lost with its link was tried again once
+  bool stopped_mid_attempt_ = false;  // stop() came while an attempt was out: its reply matters
+  bool may_be_in_line_ = false;       // an attempt may have left a mark to undo: a place in line
+                                      // or a writer's intent (protocol::leave_line())
+  bool unconfirmed_ = false;          // the last attempt's hold was undone (too few replicas)
+  bool retried_lost_link_ = false;    // an attempt lost with its link was tried again once
   std::string unconfirmed_why_;
   // When the latest attempt (this machine's or the blocking caller's) was sent: a wake-up heard
   // after it, before this waiter joined its queue, is not lost (wait_queues::join).

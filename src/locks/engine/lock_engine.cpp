@@ -230,6 +230,11 @@ void lock_engine::keep_place_in_line(const lock_ref& lock, const wait_queues::wa
   if (lock.protocol->wakes_by_line()) waiters_.nudge(lock, self);
 }
 
+std::string lock_engine::line_of(const lock_ref& lock, std::uint64_t owner) const {
+  if (!lock.protocol->waits_by_owner()) return lock.name;
+  return lock.protocol->owner_wake_channel(lock.name, owner_field(owner));
+}
+
 void lock_engine::leave_line(const lock_ref& lock, std::uint64_t owner) noexcept {
   try {
     const auto call = lock.protocol->leave_line(
@@ -287,23 +292,60 @@ attempt_outcome lock_engine::read_attempt_reply(const hold_key& key, const attem
 
 attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t owner,
                                          const milliseconds* lease, bool may_wait,
-                                         bool& unconfirmed) {
+                                         bool& unconfirmed, bool& may_be_in_line) {
   const hold_key key{lock, owner};
   const attempt_plan p = plan(key, lease);
   const auto sent_at = clock::now();
   io_.check_not_io_thread();
+  // The shutdown's drain waits for this attempt, counted before the check: a hold it takes
+  // while the client stops goes back (below).
+  const release_queue::expecting drain_waits(*releases_);
+  if (stopping_.load(std::memory_order_acquire)) {
+    throw error(errc::client_stopped, "the client of this lock was destroyed");
+  }
   net::sync_call c;
   attempt_request request{lock.name, p.owner, p.lease, p.known_holds};
   request.may_wait = may_wait;
   request.others_waiting = waiters_.waiting(lock) > 0;
+  may_be_in_line = may_wait || request.others_waiting;
   send_attempt(lock, lock.protocol->attempt(request), c.handler(), route::router::caller::waits);
   std::string why;
   attempt_outcome outcome = read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);
+  if (outcome.status != attempt_outcome::kind::held_by_other &&
+      stopping_.load(std::memory_order_acquire)) {
+    // Taken while the client stops: nobody would renew it. Given back (its release queued before
+    // the drain stops waiting) rather than handed to a caller as a hold already lost.
+    (void)release(lock, owner);
+    throw error(errc::client_stopped, "the client of this lock was destroyed");
+  }
   if (outcome.status != attempt_outcome::kind::held_by_other && !request.others_waiting) {
     keep_place_in_line(lock, nullptr);
   }
   return outcome;
 }
+
+// A blocking call's use of the client's line (line_uses), from before its first attempt until
+// it returns, or until the waiting machine takes it over.
+struct lock_engine::line_share {
+  line_share(lock_engine& e, const lock_ref& l, std::uint64_t o)
+      : engine(e), lock(l), owner(o), line(e.line_of(l, o)) {
+    engine.line_uses_.begin(line);
+  }
+  line_share(const line_share&) = delete;
+  line_share& operator=(const line_share&) = delete;
+  ~line_share() {
+    if (!handed_over && engine.line_uses_.end(line, held, may_be_in_line)) {
+      engine.leave_line(lock, owner);
+    }
+  }
+  lock_engine& engine;
+  const lock_ref& lock;
+  const std::uint64_t owner;
+  const std::string line;
+  bool handed_over = false;
+  bool held = false;
+  bool may_be_in_line = false;
+};
 
 bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milliseconds* lease,
                           clock::time_point deadline, std::error_code* why) {
@@ -318,6 +360,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
                                           "' is not reentrant and this thread holds it already");
   }
   const auto started = clock::now();
+  line_share share(*this, lock, owner);
   std::optional<std::int64_t> queued;
   // Behind this client's earlier waiters, unless the owner re-enters a hold it has.
   if (deadline > clock::now()) {
@@ -334,13 +377,16 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
     attempt_outcome first;
     attempt_sent = clock::now();  // a little before it leaves: never later
     try {
-      first = attempt_now(lock, owner, lease, deadline > clock::now(), unconfirmed);
+      first = attempt_now(lock, owner, lease, deadline > clock::now(), unconfirmed,
+                          share.may_be_in_line);
     } catch (const error& e) {
       // A link broken under the attempt where masters move (a failover): the waiting machine
       // tries again soon, as the same owner (see acquisition::on_reply).
       if (e.code() != errc::connection_lost || deadline <= clock::now() || !masters_move()) {
-        // The script may have run and taken the lock after all (see acquisition::on_reply).
-        if (e.code() != errc::server_error && e.code() != errc::wrong_type) {
+        // The script may have run and taken the lock after all (see acquisition::on_reply);
+        // when the client stops, attempt_now gave back what it took.
+        if (e.code() != errc::server_error && e.code() != errc::wrong_type &&
+            e.code() != errc::client_stopped) {
           release_orphan(hold_key{lock, owner});
         }
         throw;
@@ -349,15 +395,13 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
       first.holder_ttl_ms = 50;
     }
     if (first.status != attempt_outcome::kind::held_by_other) {
+      share.held = true;
       observe_acquired(lock, started);
       return true;
     }
     if (clock::now() >= deadline) {
-      // An attempt that might wait may have joined the server's line (of owners, or of clients
-      // when no other waiter of this client is left in it) or left a writer's intent.
-      if (deadline > started && (lock.protocol->waits_by_owner() || waiters_.waiting(lock) == 0)) {
-        leave_line(lock, owner);
-      }
+      // An attempt that might wait may have joined the server's line or left a writer's intent:
+      // undone when this was the client's last acquisition of the lock (~line_share).
       ++counters_.timed_out;
       ++counters_.of(lock.protocol->kind()).timed_out;
       if (unconfirmed && why != nullptr) *why = make_error_code(errc::replicas_unavailable);
@@ -380,6 +424,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
   io_.post([machine, ttl, attempted, publishes, calls, attempt_sent] {
     machine->start_waiting(ttl, attempted, publishes, calls, attempt_sent);
   });
+  share.handed_over = true;  // the machine ends this call's use of the line
   const std::int64_t result = call.wait().integer;
   if (result == 2 && why != nullptr) *why = make_error_code(errc::replicas_unavailable);
   if (result == 1) observe_acquired(lock, started);
@@ -484,6 +529,24 @@ void lock_engine::release_orphan(const hold_key& key) noexcept {
   }
 }
 
+void lock_engine::give_back_late_hold(const hold_key& key, const attempt_plan& plan,
+                                      std::error_code ec, const reply& r) noexcept {
+  try {
+    // With min_replicas: [the script's reply, WAIT's reply] (see read_attempt_reply).
+    const reply* script = &r;
+    if (confirm_.replicas != 0 && r.is_array() && r.elements.size() == 2) script = &r.elements[0];
+    const attempt_outcome outcome =
+        ec ? attempt_outcome{} : key.lock.protocol->read_attempt(*script);
+    if (outcome.status == attempt_outcome::kind::acquired) {
+      releases_->send(*key.lock.protocol,
+                      release_request{key.lock.name, plan.owner, plan.lease, 0, outcome.token});
+    }
+  } catch (...) {
+    // Stopped meanwhile, a malformed reply, or out of memory: the hold ends with its lease.
+  }
+  releases_->expected_done();
+}
+
 void lock_engine::stop_acquisitions() {
   std::vector<std::shared_ptr<acquisition>> all;  // copied: finishing erases from the map
   for (const auto& [raw, machine] : acquisitions_)
@@ -493,6 +556,7 @@ void lock_engine::stop_acquisitions() {
 }
 
 void lock_engine::shutdown(milliseconds limit) {
+  stopping_.store(true, std::memory_order_release);
   // Waiters stop first, while requests still go out: one in a server-side wait line (the fair
   // lock's) leaves it instead of keeping the lock from everyone until its place times out.
   std::promise<void> stopped_waiters;

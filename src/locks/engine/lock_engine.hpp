@@ -20,6 +20,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -38,6 +39,7 @@
 #include "dlock/mutex.hpp"
 #include "locks/engine/engine_io.hpp"
 #include "locks/engine/hold_registry.hpp"
+#include "locks/engine/line_uses.hpp"
 #include "locks/engine/lock_counters.hpp"
 #include "locks/engine/quiet_names.hpp"
 #include "locks/engine/release_queue.hpp"
@@ -125,10 +127,10 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   // See route::router::masters_move().
   bool masters_move();
   // One attempt, blocking (`may_wait`: the caller waits if it fails). Returns what it found (see
-  // read_attempt_reply).
+  // read_attempt_reply). `may_be_in_line`: the attempt may leave a mark (line_uses::end).
   attempt_outcome attempt_now(const lock_ref& lock, std::uint64_t owner,
                               const std::chrono::milliseconds* lease, bool may_wait,
-                              bool& unconfirmed);
+                              bool& unconfirmed, bool& may_be_in_line);
   // After an attempt that took `lock` and left the wait line (it knew of no other waiter here):
   // if a waiter of this client came meanwhile, it attempts, which puts the client back in line
   // (it would otherwise sleep through the wake-ups of other clients). `self`: the acquisition's
@@ -137,10 +139,13 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   // Arms the timer that unsubscribes channels idle for wait_queues::idle_channel_linger (I/O
   // thread).
   void drop_idle_subscriptions_later();
-  // This client's last waiter for `lock` gave up: the client leaves its wait line (no waiting).
   // `owner` gave up waiting for `lock`: the client (or, for a type that waits_by_owner(), that
-  // owner) leaves the server's line.
+  // owner) leaves the server's line. Decided by line_uses_.
   void leave_line(const lock_ref& lock, std::uint64_t owner) noexcept;
+  // The line `owner`'s acquisitions of `lock` share (line_uses): the lock's name, or for a type
+  // that waits_by_owner(), the owner's own channel.
+  std::string line_of(const lock_ref& lock, std::uint64_t owner) const;
+  struct line_share;
   // Every acquisition under way ends with errc::client_stopped (I/O thread).
   void stop_acquisitions();
   // Sends an attempt (with WAIT behind it when min_replicas asks for it). `c`: see
@@ -158,6 +163,11 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
               clock::time_point sent_at);
   attempt_plan plan(const hold_key& key, const std::chrono::milliseconds* lease);
   void release_orphan(const hold_key& key) noexcept;
+  // The reply of an attempt that was out when the client began to stop (`ec`, `r`): a hold it
+  // took is released with its token (which a plain lock's value needs), then
+  // release_queue::expected_done().
+  void give_back_late_hold(const hold_key& key, const attempt_plan& plan, std::error_code ec,
+                           const reply& r) noexcept;
   // Whether a release of `lock` goes out at once or with the next request (see release()).
   release_queue::timing release_timing(const lock_ref& lock);
   lock_lease make_lease(const lock_ref& lock, std::uint64_t owner);
@@ -176,6 +186,8 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   const route::confirmation confirm_;  // lock_options::min_replicas, replica_timeout
   hold_book holds_;
   wait_queues waiters_;
+  line_uses line_uses_;                // acquisitions under way per line: when the client leaves it
+  std::atomic<bool> stopping_{false};  // shutdown() began: blocking attempts give holds back
   std::shared_ptr<release_queue> releases_;
   // Names whose latest release reached no waiting client (release_timing).
   quiet_names quiet_;

@@ -71,6 +71,11 @@ void release_queue::send_once(const script_call& call) {
   }
 }
 
+void release_queue::expect() {
+  std::lock_guard lock(mutex_);
+  ++in_flight_;
+}
+
 void release_queue::finished() {
   {
     std::lock_guard lock(mutex_);

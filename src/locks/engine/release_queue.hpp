@@ -47,6 +47,23 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   // that drain() gives it the same time. Throws as send_fn.
   void send_once(const script_call& call);
 
+  // Something that may yet send a release counts as one in flight until expected_done(): an
+  // attempt under way when the client begins to stop may take a hold that must go back
+  // (lock_engine::give_back_late_hold, lock_engine::attempt_now).
+  void expect();
+  void expected_done() { finished(); }
+  // expect() for its lifetime.
+  class expecting {
+   public:
+    explicit expecting(release_queue& q) : q_(q) { q_.expect(); }
+    expecting(const expecting&) = delete;
+    expecting& operator=(const expecting&) = delete;
+    ~expecting() { q_.expected_done(); }
+
+   private:
+    release_queue& q_;
+  };
+
   // Waits up to `limit` until no release is in flight.
   void drain(std::chrono::milliseconds limit);
 
