@@ -247,6 +247,23 @@ TEST(SharedMutex, AWaitingWriterWakesWhenTheLastReaderLeaves) {
   EXPECT_LT(at - released, timing_slack);
 }
 
+// A waiting writer gives up: `cancelled` through `cancel`, else its client `owner` is destroyed.
+// Its acquisition ends with cancelled or client_stopped, without the lock.
+void give_up(bool cancelled, std::stop_source& cancel, std::unique_ptr<client>& owner,
+             std::future<lock_lease>& waiting) {
+  if (cancelled) {
+    cancel.request_stop();
+  } else {
+    owner.reset();
+  }
+  try {
+    (void)waiting.get();
+    ADD_FAILURE() << "the writer got the lock";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), cancelled ? errc::cancelled : errc::client_stopped) << e.what();
+  }
+}
+
 // A writer that gives up without the lock (cancelled, or its client destroyed) withdraws its
 // intent at once: new readers are not held back for the intent's 10 s lease.
 TEST(SharedMutex, AWriterThatGivesUpStopsHoldingReadersBack) {
@@ -276,17 +293,7 @@ TEST(SharedMutex, AWriterThatGivesUpStopsHoldingReadersBack) {
     // gives up while the attempt is still out.
     ASSERT_TRUE(test::eventually([&] { return reader.status().subscribers >= 1; }));
     EXPECT_FALSE(c.get_read_write_lock(name).try_lock_shared()) << "the intent holds readers back";
-    if (w == way::cancelled) {
-      cancel.request_stop();
-    } else {
-      b.reset();
-    }
-    try {
-      (void)waiting.get();
-      ADD_FAILURE() << "the writer got the lock";
-    } catch (const error& e) {
-      EXPECT_EQ(e.code(), w == way::cancelled ? errc::cancelled : errc::client_stopped) << e.what();
-    }
+    give_up(w == way::cancelled, cancel, b, waiting);
     // The withdrawal is in flight (or written by the client's shutdown) when get() returns.
     const auto gave_up = steady_clock::now();
     EXPECT_TRUE(test::eventually([&] { return reader.status().waiting_writers == 0; }));
@@ -319,17 +326,7 @@ TEST(SharedMutex, AWriterThatGivesUpWhileItsAttemptIsOutLeavesNoIntent) {
     auto waiting = b->get_read_write_lock(name).async_acquire({.cancel = cancel.get_token()});
     ASSERT_TRUE(test::eventually([&] { return b->lock_metrics().attempts > attempts_before; }));
     ASSERT_LT(steady_clock::now() - paused, pause) << "the attempt was sent after the pause";
-    if (cancelled) {
-      cancel.request_stop();
-    } else {
-      b.reset();
-    }
-    try {
-      (void)waiting.get();
-      ADD_FAILURE() << "the writer got the lock";
-    } catch (const error& e) {
-      EXPECT_EQ(e.code(), cancelled ? errc::cancelled : errc::client_stopped) << e.what();
-    }
+    give_up(cancelled, cancel, b, waiting);
     ASSERT_TRUE(test::eventually([&] { return steady_clock::now() - paused > pause; }));
     // The attempt ran (its intent was recorded) and the withdrawal after it.
     EXPECT_TRUE(test::eventually([&] { return reader.status().waiting_writers == 0; }));
