@@ -142,8 +142,8 @@ class redlock {
   explicit redlock(const std::vector<std::string>& urls, redlock_options options = {});
   // Stops the watchdog (holds still open are reported lost with client_stopped), lets
   // acquisitions under way end (each fails with client_stopped; one whose attempt was out
-  // releases what that attempt took), waits up to request_timeout for releases in flight, and
-  // closes the connections: up to about twice request_timeout in all. Handles may outlive it:
+  // releases what that attempt took; up to request_timeout + 5 s), waits up to request_timeout
+  // for releases in flight, and closes the connections. Handles may outlive it:
   // their calls then fail with errc::client_stopped. Never throws. Destroyed inside one of its
   // own callbacks (on_lock_lost, on_log), it returns at once and another thread does all that.
   ~redlock();

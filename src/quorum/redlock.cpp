@@ -204,11 +204,15 @@ class redlock::impl : public core::thread_exit_listener {
     watchdog_ = std::thread([this] { run_watchdog(); });
   }
   void stop() noexcept;
-  // Whether the calling thread is one stop() waits for: the watchdog's or the I/O thread.
+  // Whether the calling thread is one stop() waits for: the watchdog's, the I/O thread, or one
+  // inside acquire() of this redlock (an on_log callback of a slow or failing acquisition).
   bool on_own_thread() const noexcept {
     const auto me = std::this_thread::get_id();
-    return me == watchdog_.get_id() || me == io_.thread_id();
+    return me == watchdog_.get_id() || me == io_.thread_id() ||
+           std::find(acquiring_here.begin(), acquiring_here.end(), this) != acquiring_here.end();
   }
+  // The redlocks whose acquire() runs on this thread (a callback may acquire another's).
+  static thread_local std::vector<const impl*> acquiring_here;
 
   // Acquires `name` for the owner `owner_key` (a thread's key, or a lease's own key). Throws
   // errc::cancelled when `cancel` stops first.
@@ -645,6 +649,8 @@ void redlock::impl::check_not_cluster() {
   }
 }
 
+thread_local std::vector<const redlock::impl*> redlock::impl::acquiring_here;
+
 redlock::impl::attempt_result redlock::impl::attempt(const std::string& name,
                                                      const std::string& owner, milliseconds lease,
                                                      bool watchdog) {
@@ -883,11 +889,11 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
   // stop() waits for this acquisition to end before the masters' clients go.
   struct acquiring_guard {
     impl& self;
-    explicit acquiring_guard(impl& i) : self(i) {}
+    explicit acquiring_guard(impl& i) : self(i) { acquiring_here.push_back(&self); }
     acquiring_guard(const acquiring_guard&) = delete;
     acquiring_guard& operator=(const acquiring_guard&) = delete;
     ~acquiring_guard() {
-      // Notified under the mutex: once it is released, stop() may return and the impl go.
+      acquiring_here.pop_back();
       std::lock_guard lock(self.holds_mutex_);
       --self.acquiring_;
       if (self.stopping_) self.watchdog_wake_.notify_all();
@@ -974,7 +980,10 @@ bool redlock::impl::acquire(const std::string& name, clock::duration wait,
     attempt_result result = attempt(name, owner, lease_ms, lease == nullptr);
     if (result.hold) {
       if (cancel.stop_requested()) {  // cancelled while the attempt was out: given back at once
-        release_on_all(name, result.hold->value);
+        try {
+          release_on_all(name, result.hold->value);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): stopped meanwhile; the lease ends it
+        }
         throw error(errc::cancelled, "the acquisition was cancelled");
       }
       bool wake_watchdog = false;

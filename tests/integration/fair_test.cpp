@@ -97,7 +97,8 @@ TEST(FairMutex, AWaiterOfADestroyedClientLeavesTheLine) {
 
 // A waiter that gives up while its first attempt is still out (the server holds it; its client
 // has not read the refusal) leaves the line too: the attempt puts it in line when it runs, and the
-// departure sent after it takes it out.
+// departure sent after it takes it out. Cancelled asynchronously, or a blocking lock() whose
+// client is destroyed (the shutdown waits for the attempt, then sends the departure).
 TEST(FairMutex, AWaiterThatGivesUpWhileItsAttemptIsOutLeavesTheLine) {
   redis_server server;
   client holder{server.url()};
@@ -105,25 +106,44 @@ TEST(FairMutex, AWaiterThatGivesUpWhileItsAttemptIsOutLeavesTheLine) {
   const std::string queue = locks::fair_queue_key(held.name());
   held.lock();
   constexpr auto pause = 400ms;  // holds the waiter's attempt on the server
-  client waiter{server.url()};
-  (void)waiter.command({"PING"});  // connected: the pause holds the attempt, not the set-up
-  const auto attempts_before = waiter.lock_metrics().attempts;
-  std::stop_source cancel;
-  server.cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
-  const auto paused = steady_clock::now();
-  auto waiting = waiter.get_fair_lock(held.name()).async_acquire({.cancel = cancel.get_token()});
-  ASSERT_TRUE(test::eventually([&] { return waiter.lock_metrics().attempts > attempts_before; }));
-  ASSERT_LT(steady_clock::now() - paused, pause) << "the attempt was sent after the pause";
-  cancel.request_stop();
-  try {
-    (void)waiting.get();
-    ADD_FAILURE() << "the waiter got the lock";
-  } catch (const error& e) {
-    EXPECT_EQ(e.code(), errc::cancelled) << e.what();
+  for (const bool blocking : {false, true}) {
+    SCOPED_TRACE(blocking ? "lock() of a destroyed client" : "cancelled");
+    auto waiter = std::make_unique<client>(server.url());
+    (void)waiter->command({"PING"});  // connected: the pause holds the attempt, not the set-up
+    std::stop_source cancel;
+    server.cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
+    const auto paused = steady_clock::now();
+    std::future<void> waiting;
+    if (blocking) {
+      waiting = std::async(std::launch::async,
+                           [f = waiter->get_fair_lock(held.name())]() mutable { f.lock(); });
+    } else {
+      waiting = std::async(std::launch::deferred,
+                           [lease = waiter->get_fair_lock(held.name())
+                                        .async_acquire({.cancel = cancel.get_token()})]() mutable {
+                             (void)lease.get();
+                           });
+    }
+    // The server holds the attempt.
+    ASSERT_TRUE(test::eventually([&] {
+      return holder.command({"INFO", "clients"}).str.find("blocked_clients:1") != std::string::npos;
+    }));
+    ASSERT_LT(steady_clock::now() - paused, pause) << "the attempt was sent after the pause";
+    if (blocking) {
+      waiter.reset();
+    } else {
+      cancel.request_stop();
+    }
+    try {
+      waiting.get();
+      ADD_FAILURE() << "the waiter got the lock";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), blocking ? errc::client_stopped : errc::cancelled) << e.what();
+    }
+    EXPECT_TRUE(test::eventually([&] {
+      return holder.command({"EXISTS", queue}).integer == 0;
+    })) << "the waiter that gave up is still in line";
   }
-  EXPECT_TRUE(test::eventually([&] {
-    return holder.command({"EXISTS", queue}).integer == 0;
-  })) << "the cancelled waiter is still in line";
   held.unlock();
   client next{server.url()};
   fair_mutex free_lock = next.get_fair_lock(held.name());

@@ -890,9 +890,10 @@ TEST_F(RedlockTest, CliExecWithRepeatedRedisIsRedlock) {
     const auto unreachable = dlock::tools::run_command(a, 30s);
     EXPECT_FALSE(unreachable.timed_out) << "waited in silence";
     EXPECT_EQ(unreachable.exit_code, 69) << unreachable.err;
-    EXPECT_NE(unreachable.err.find("1 of the 3 Redlock masters"), std::string::npos)
+    // (The master that answers may itself miss the 1 s connect_timeout on a loaded machine.)
+    EXPECT_NE(unreachable.err.find("of the 3 Redlock masters could be reached"), std::string::npos)
         << unreachable.err;
-    EXPECT_NE(unreachable.err.find("(not reached: 127.0.0.1:2, 127.0.0.1:3)"), std::string::npos)
+    EXPECT_NE(unreachable.err.find("127.0.0.1:2, 127.0.0.1:3)"), std::string::npos)
         << unreachable.err;
   }
   // A --lease that runs out is said to be the reason, as on one server.

@@ -373,6 +373,33 @@ TEST(SharedMutex, AWriterThatGivesUpLeavesItsSiblingsIntentInPlace) {
   late.unlock_shared();
 }
 
+// A reader and a writer of one client and name wait together; the writer gives up. Its intent is
+// withdrawn at once (the reader's side has no line: its end must not decide the writer's), so
+// readers of other clients are not held back for the intent's 10 s lease once the lock is free.
+TEST(SharedMutex, AWriterThatGivesUpBesideAWaitingReaderOfItsClientWithdrawsItsIntent) {
+  redis_server server;
+  client a{server.url()}, b{server.url()}, c{server.url()};
+  const std::string name = unique_key("rw");
+  shared_mutex writer = a.get_read_write_lock(name);
+  writer.lock();
+  auto reading = b.get_read_write_lock(name).async_acquire_shared({});
+  ASSERT_TRUE(test::eventually([&] { return writer.status().subscribers >= 1; }));
+  // Cancelled (a wait that runs out ends with an attempt that withdraws its own intent).
+  std::stop_source cancel;
+  auto writing = b.get_read_write_lock(name).async_acquire({.cancel = cancel.get_token()});
+  ASSERT_TRUE(test::eventually([&] { return writer.status().waiting_writers == 1; }));
+  cancel.request_stop();
+  EXPECT_THROW((void)writing.get(), error);
+  writer.unlock();
+  ASSERT_EQ(reading.wait_for(timing_slack), std::future_status::ready) << "the reader slept on";
+  lock_lease read = reading.get();
+  EXPECT_TRUE(read);
+  shared_mutex other = c.get_read_write_lock(name);
+  EXPECT_TRUE(other.try_lock_shared()) << "the writer's intent holds readers back";
+  other.unlock_shared();
+  (void)read.release();
+}
+
 TEST(SharedMutex, AWriterIsNotStarvedByAStreamOfOverlappingReaders) {
   redis_server server;
   client a{server.url()}, b{server.url()}, w{server.url()};

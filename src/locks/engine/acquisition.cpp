@@ -34,13 +34,21 @@ acquisition::acquisition(std::shared_ptr<lock_engine> engine, params p, completi
       // One queue per owner where the server keeps the order: this client's waiters of the lock
       // neither queue behind each other nor share wake-ups.
       waits_(p_.lock.protocol->waits_by_owner() ? lock_ref{p_.lock.protocol, channel_} : p_.lock),
+      uses_line_(p_.lock.protocol->leaves_line()),
+      line_{p_.lock.protocol, waits_.name},
       done_(std::move(done)),
       machine_(p_.deadline, p_.lock.protocol->wait_refresh()) {}
 
 bool acquisition::begin(bool line_use_taken_over) {
   // A blocking caller hands its use of the line over; an asynchronous acquisition begins one.
-  if (!line_use_taken_over) engine_->line_uses_.begin(waits_.name);
+  if (uses_line_ && !line_use_taken_over) engine_->line_uses_.begin(line_);
   engine_->acquisitions_[this] = shared_from_this();
+  if (engine_->stopping_.load(std::memory_order_acquire)) {
+    // Began while the client stops (after stop_acquisitions() ran): ends now, while requests
+    // still go out, rather than attempt unseen by the shutdown.
+    finish(make_error_code(errc::client_stopped), "the client was destroyed", false);
+    return false;
+  }
   if (p_.cancel.stop_possible()) {
     cancel_callback_.emplace(p_.cancel, [weak = weak_from_this(), &io = engine_->io().io()] {
       // Only posts: the I/O thread owns the state. Deregistered by finish() before the client
@@ -79,8 +87,10 @@ void acquisition::stop() {
   // follows it at once on its link (it works even if the client cannot wait for the reply), and
   // the shutdown's drain waits for the reply, which gives back a hold whose release needs its
   // token (a plain lock's value): not left for its lease either way.
-  if (machine_.attempting()) {
+  if (machine_.attempting() || retried_lost_link_) {  // (or about to try again after a loss)
     engine_->release_orphan(key_);
+  }
+  if (machine_.attempting()) {
     engine_->releases_->expect();
     stopped_mid_attempt_ = true;
   }
@@ -262,9 +272,11 @@ void acquisition::finish(std::error_code ec, const std::string& detail, bool hel
   }
   // The client's last acquisition of the lock ended, and one that gave up may have left a mark
   // (a place in the server's line, a writer's intent; also one whose attempt was still out when
-  // it was cancelled or its client stopped): the client leaves the line, after that attempt.
-  if (engine_->line_uses_.end(waits_.name, held, may_be_in_line_)) {
-    engine_->leave_line(p_.lock, p_.owner);
+  // its client stopped, or that the client's shutdown ended): the client leaves the line, after
+  // that attempt.
+  if (uses_line_) {
+    engine_->line_uses_.end(line_, held, may_be_in_line_,
+                            [this] { engine_->leave_line(p_.lock, p_.owner); });
   }
   engine_->acquisitions_.erase(this);
   done_(ec, detail, held);

@@ -70,7 +70,9 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   const params p_;
   const hold_key key_;
   const std::string channel_;
-  const lock_ref waits_;  // the wait queue this waiter joins (see the constructor)
+  const lock_ref waits_;            // the wait queue this waiter joins (see the constructor)
+  const bool uses_line_;            // its type leaves_line(): counted in the engine's line_uses
+  const line_uses::line_key line_;  // the same as lock_engine::line_of()
   completion done_;
   acquisition_machine machine_;
   wait_queues::waiter waiter_;

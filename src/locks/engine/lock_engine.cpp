@@ -230,9 +230,9 @@ void lock_engine::keep_place_in_line(const lock_ref& lock, const wait_queues::wa
   if (lock.protocol->wakes_by_line()) waiters_.nudge(lock, self);
 }
 
-std::string lock_engine::line_of(const lock_ref& lock, std::uint64_t owner) const {
-  if (!lock.protocol->waits_by_owner()) return lock.name;
-  return lock.protocol->owner_wake_channel(lock.name, owner_field(owner));
+line_uses::line_key lock_engine::line_of(const lock_ref& lock, std::uint64_t owner) const {
+  if (!lock.protocol->waits_by_owner()) return {lock.protocol, lock.name};
+  return {lock.protocol, lock.protocol->owner_wake_channel(lock.name, owner_field(owner))};
 }
 
 void lock_engine::leave_line(const lock_ref& lock, std::uint64_t owner) noexcept {
@@ -297,9 +297,6 @@ attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t own
   const attempt_plan p = plan(key, lease);
   const auto sent_at = clock::now();
   io_.check_not_io_thread();
-  // The shutdown's drain waits for this attempt, counted before the check: a hold it takes
-  // while the client stops goes back (below).
-  const release_queue::expecting drain_waits(*releases_);
   if (stopping_.load(std::memory_order_acquire)) {
     throw error(errc::client_stopped, "the client of this lock was destroyed");
   }
@@ -311,11 +308,11 @@ attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t own
   send_attempt(lock, lock.protocol->attempt(request), c.handler(), route::router::caller::waits);
   std::string why;
   attempt_outcome outcome = read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);
-  if (outcome.status != attempt_outcome::kind::held_by_other &&
-      stopping_.load(std::memory_order_acquire)) {
-    // Taken while the client stops: nobody would renew it. Given back (its release queued before
-    // the drain stops waiting) rather than handed to a caller as a hold already lost.
-    (void)release(lock, owner);
+  if (stopping_.load(std::memory_order_acquire)) {
+    // Answered while the client stops (acquire() keeps the drain waiting). A hold is given back
+    // rather than handed to a caller as one already lost; a refusal's mark (a place in line, an
+    // intent) is taken back by ~line_share while requests still go out.
+    if (outcome.status != attempt_outcome::kind::held_by_other) (void)release(lock, owner);
     throw error(errc::client_stopped, "the client of this lock was destroyed");
   }
   if (outcome.status != attempt_outcome::kind::held_by_other && !request.others_waiting) {
@@ -324,24 +321,28 @@ attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t own
   return outcome;
 }
 
-// A blocking call's use of the client's line (line_uses), from before its first attempt until
-// it returns, or until the waiting machine takes it over.
+// A blocking call's use of the client's line (line_uses), for a type that leaves_line(): from
+// before its first attempt until it returns, or until the waiting machine takes it over.
 struct lock_engine::line_share {
   line_share(lock_engine& e, const lock_ref& l, std::uint64_t o)
-      : engine(e), lock(l), owner(o), line(e.line_of(l, o)) {
-    engine.line_uses_.begin(line);
+      : engine(e), lock(l), owner(o), counted(l.protocol->leaves_line()) {
+    if (counted) {
+      line = e.line_of(l, o);
+      engine.line_uses_.begin(line);
+    }
   }
   line_share(const line_share&) = delete;
   line_share& operator=(const line_share&) = delete;
   ~line_share() {
-    if (!handed_over && engine.line_uses_.end(line, held, may_be_in_line)) {
-      engine.leave_line(lock, owner);
+    if (counted && !handed_over) {
+      engine.line_uses_.end(line, held, may_be_in_line, [this] { engine.leave_line(lock, owner); });
     }
   }
   lock_engine& engine;
   const lock_ref& lock;
   const std::uint64_t owner;
-  const std::string line;
+  const bool counted;
+  line_uses::line_key line;
   bool handed_over = false;
   bool held = false;
   bool may_be_in_line = false;
@@ -360,6 +361,10 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
                                           "' is not reentrant and this thread holds it already");
   }
   const auto started = clock::now();
+  // The shutdown's drain waits for this call (declared first: it outlives what ~line_share and
+  // the error path below send): a hold taken while the client stops goes back, a mark left by a
+  // refused attempt is taken back, before the client stops sending.
+  const release_queue::expecting drain_waits(*releases_);
   line_share share(*this, lock, owner);
   std::optional<std::int64_t> queued;
   // Behind this client's earlier waiters, unless the owner re-enters a hold it has.

@@ -139,12 +139,13 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   // Arms the timer that unsubscribes channels idle for wait_queues::idle_channel_linger (I/O
   // thread).
   void drop_idle_subscriptions_later();
-  // `owner` gave up waiting for `lock`: the client (or, for a type that waits_by_owner(), that
-  // owner) leaves the server's line. Decided by line_uses_.
+  // The client (or, for a type that waits_by_owner(), `owner`) leaves the server's line of
+  // `lock`, or withdraws its writers' intents: its last acquisition of the lock ended, and one
+  // that gave up may have left a mark (decided by line_uses_).
   void leave_line(const lock_ref& lock, std::uint64_t owner) noexcept;
-  // The line `owner`'s acquisitions of `lock` share (line_uses): the lock's name, or for a type
-  // that waits_by_owner(), the owner's own channel.
-  std::string line_of(const lock_ref& lock, std::uint64_t owner) const;
+  // The line `owner`'s acquisitions of `lock` share (line_uses): the lock's type and name, or for
+  // a type that waits_by_owner(), the owner's own channel.
+  line_uses::line_key line_of(const lock_ref& lock, std::uint64_t owner) const;
   struct line_share;
   // Every acquisition under way ends with errc::client_stopped (I/O thread).
   void stop_acquisitions();

@@ -137,6 +137,9 @@ class lock_protocol {
   // How often a client's first waiter makes an attempt while it waits without a wake-up, to keep
   // the client's place in the line (zero: only at the holder's lease end).
   virtual std::chrono::milliseconds wait_refresh() const { return std::chrono::milliseconds(0); }
+  // Whether an attempt may leave a mark on the server that leave_line() takes back (a place in a
+  // line, a writer's intent): then the engine counts the client's acquisitions (line_uses).
+  virtual bool leaves_line() const noexcept { return false; }
   // The script by which a client whose last waiter for `name` gave up leaves the line (and passes
   // on a reservation made for it); `owner` is one of the client's owner fields (for a type that
   // waits_by_owner(): the field of the owner that gave up).

@@ -71,9 +71,12 @@ void release_queue::send_once(const script_call& call) {
   }
 }
 
-void release_queue::expect() {
-  std::lock_guard lock(mutex_);
-  ++in_flight_;
+void release_queue::expected_done() noexcept {
+  // Sequentially consistent with drain(): either it sees this decrement when it checks, or this
+  // sees it draining and notifies under the mutex (so not between its check and its sleep).
+  if (expected_.fetch_sub(1) != 1 || !draining_.load()) return;
+  { const std::lock_guard lock(mutex_); }
+  idle_.notify_all();
 }
 
 void release_queue::finished() {
@@ -85,8 +88,9 @@ void release_queue::finished() {
 }
 
 void release_queue::drain(std::chrono::milliseconds limit) {
+  draining_.store(true);
   std::unique_lock lock(mutex_);
-  idle_.wait_for(lock, limit, [&] { return in_flight_ == 0; });
+  idle_.wait_for(lock, limit, [&] { return in_flight_ == 0 && expected_.load() == 0; });
 }
 
 }  // namespace dlock::locks

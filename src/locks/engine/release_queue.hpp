@@ -7,6 +7,7 @@
 // them a bounded time to reach the server when it stops.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -47,11 +48,12 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   // that drain() gives it the same time. Throws as send_fn.
   void send_once(const script_call& call);
 
-  // Something that may yet send a release counts as one in flight until expected_done(): an
-  // attempt under way when the client begins to stop may take a hold that must go back
-  // (lock_engine::give_back_late_hold, lock_engine::attempt_now).
-  void expect();
-  void expected_done() { finished(); }
+  // Something that may yet send a release is waited for by drain() until expected_done(): an
+  // acquisition under way when the client begins to stop may take a hold that must go back, or
+  // leave a mark to take back (lock_engine::acquire, lock_engine::give_back_late_hold). An atomic
+  // count, cheap on the blocking lock() path.
+  void expect() noexcept { expected_.fetch_add(1); }
+  void expected_done() noexcept;
   // expect() for its lifetime.
   class expecting {
    public:
@@ -78,6 +80,8 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   std::mutex mutex_;
   std::condition_variable idle_;
   std::size_t in_flight_ = 0;
+  std::atomic<std::size_t> expected_{0};
+  std::atomic<bool> draining_{false};  // drain() waits: expected_done() must notify
 };
 
 }  // namespace dlock::locks

@@ -32,6 +32,7 @@ class fair_protocol final : public lock_protocol {
   bool waits_by_owner() const noexcept override { return true; }
   std::string owner_wake_channel(std::string_view name, std::string_view owner) const override;
   std::chrono::milliseconds wait_refresh() const override;
+  bool leaves_line() const noexcept override { return true; }
   std::optional<script_call> leave_line(std::string_view name,
                                         std::string_view owner) const override;
   script_call attempt(const attempt_request& request) const override;

@@ -25,6 +25,7 @@ class plain_protocol final : public lock_protocol {
   bool wakes_by_line() const noexcept override { return true; }
   std::string call_channel(std::string_view name, std::string_view wake_id) const override;
   std::chrono::milliseconds wait_refresh() const override;
+  bool leaves_line() const noexcept override { return true; }
   std::optional<script_call> leave_line(std::string_view name,
                                         std::string_view owner) const override;
   script_call attempt(const attempt_request& request) const override;

@@ -71,6 +71,7 @@ class rw_write_protocol final : public rw_protocol_base {
   std::string_view kind() const noexcept override { return "write"; }
   // A client whose last waiting writer gave up withdraws its writers' intents, which would
   // otherwise hold new readers back until their lease ends (writer_intent_lease).
+  bool leaves_line() const noexcept override { return true; }
   std::optional<script_call> leave_line(std::string_view name,
                                         std::string_view owner) const override;
   script_call attempt(const attempt_request& request) const override;
