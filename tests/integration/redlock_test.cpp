@@ -655,9 +655,13 @@ TEST_F(RedlockTest, AsyncAcquisitionIsCancelled) {
 // Cancelled while its attempt is out (every master paused, shorter than request_timeout): the
 // acquisition completes with `cancelled`, and the majority its attempt then took is given back.
 TEST_F(RedlockTest, AnAcquisitionCancelledWhileItsAttemptIsOutTakesNothing) {
-  constexpr auto pause = 300ms;  // holds the attempt on every master
-  dlock::redlock rl{urls()};
-  ASSERT_GT(rl.options().request_timeout, pause + 100ms);
+  // Holds the attempt on every master: long enough to pause five servers one by one (a
+  // redis-cli each) on a loaded machine, shorter than the attempt's wait for answers.
+  constexpr auto pause = 1500ms;
+  dlock::redlock_options options;
+  options.request_timeout = 4000ms;
+  dlock::redlock rl{urls(), options};
+  ASSERT_GT(rl.options().request_timeout, pause + 1000ms);
   const std::string name = unique_key("lock");
   dlock::redlock_mutex warm = rl.get_lock(unique_key("warm"));
   warm.lock();  // connected: the pause holds the attempt, not the set-up
