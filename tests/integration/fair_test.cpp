@@ -17,6 +17,7 @@
 #include "redis_process.hpp"
 #include "support/child_process.hpp"
 #include "support/redis_fixture.hpp"
+#include "support/write_pause.hpp"
 
 namespace dlock {
 namespace {
@@ -111,8 +112,7 @@ TEST(FairMutex, AWaiterThatGivesUpWhileItsAttemptIsOutLeavesTheLine) {
     auto waiter = std::make_unique<client>(server.url());
     (void)waiter->command({"PING"});  // connected: the pause holds the attempt, not the set-up
     std::stop_source cancel;
-    server.cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
-    const auto paused = steady_clock::now();
+    const test::write_pause paused{server, pause};
     std::future<void> waiting;
     if (blocking) {
       waiting = std::async(std::launch::async,
@@ -124,11 +124,8 @@ TEST(FairMutex, AWaiterThatGivesUpWhileItsAttemptIsOutLeavesTheLine) {
                              (void)lease.get();
                            });
     }
-    // The server holds the attempt.
-    ASSERT_TRUE(test::eventually([&] {
-      return holder.command({"INFO", "clients"}).str.find("blocked_clients:1") != std::string::npos;
-    }));
-    ASSERT_LT(steady_clock::now() - paused, pause) << "the attempt was sent after the pause";
+    ASSERT_TRUE(test::eventually([&] { return test::write_pause::holds_a_client(holder); }));
+    ASSERT_TRUE(paused.still_on()) << "the attempt was sent after the pause";
     if (blocking) {
       waiter.reset();
     } else {

@@ -15,6 +15,7 @@
 #include "support/command_stats.hpp"
 #include "support/line_listeners.hpp"
 #include "support/redis_fixture.hpp"
+#include "support/write_pause.hpp"
 
 namespace dlock {
 namespace {
@@ -563,8 +564,7 @@ TEST(Mutex, AnAttemptOutWhenItsClientIsDestroyedLeavesTheLockFree) {
         ASSERT_TRUE(warm.try_lock());
         warm.unlock();
       }
-      server.cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
-      const auto paused = steady_clock::now();
+      const test::write_pause paused{server, pause};
       std::future<void> waiting;
       if (blocking) {
         waiting =
@@ -576,11 +576,8 @@ TEST(Mutex, AnAttemptOutWhenItsClientIsDestroyedLeavesTheLockFree) {
             std::async(std::launch::deferred, [f = std::move(lease)]() mutable { (void)f.get(); });
       }
       // The server holds the attempt (a blocking caller counts its attempt once answered).
-      ASSERT_TRUE(test::eventually([&] {
-        return observer.command({"INFO", "clients"}).str.find("blocked_clients:1") !=
-               std::string::npos;
-      }));
-      ASSERT_LT(steady_clock::now() - paused, pause) << "the attempt was sent after the pause";
+      ASSERT_TRUE(test::eventually([&] { return test::write_pause::holds_a_client(observer); }));
+      ASSERT_TRUE(paused.still_on()) << "the attempt was sent after the pause";
       c.reset();
       try {
         waiting.get();
@@ -588,7 +585,7 @@ TEST(Mutex, AnAttemptOutWhenItsClientIsDestroyedLeavesTheLockFree) {
       } catch (const error& e) {
         EXPECT_EQ(e.code(), errc::client_stopped) << e.what();
       }
-      EXPECT_GE(steady_clock::now() - paused, pause) << "the destructor did not wait";
+      EXPECT_FALSE(paused.still_on()) << "the destructor did not wait";
       EXPECT_EQ(observer.command({"EXISTS", name}).integer, 0) << "the attempt's hold was left";
     }
   }

@@ -19,6 +19,7 @@
 #include "redis_process.hpp"
 #include "support/child_process.hpp"
 #include "support/redis_fixture.hpp"
+#include "support/write_pause.hpp"
 
 namespace dlock {
 namespace {
@@ -321,16 +322,15 @@ TEST(SharedMutex, AWriterThatGivesUpWhileItsAttemptIsOutLeavesNoIntent) {
     (void)b->command({"PING"});  // connected: the pause holds the attempt, not the set-up
     const auto attempts_before = b->lock_metrics().attempts;
     std::stop_source cancel;
-    server.cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
-    const auto paused = steady_clock::now();
+    const test::write_pause paused{server, pause};
     auto waiting = b->get_read_write_lock(name).async_acquire({.cancel = cancel.get_token()});
     ASSERT_TRUE(test::eventually([&] { return b->lock_metrics().attempts > attempts_before; }));
-    ASSERT_LT(steady_clock::now() - paused, pause) << "the attempt was sent after the pause";
+    ASSERT_TRUE(paused.still_on()) << "the attempt was sent after the pause";
     give_up(cancelled, cancel, b, waiting);
-    ASSERT_TRUE(test::eventually([&] { return steady_clock::now() - paused > pause; }));
+    ASSERT_TRUE(test::eventually([&] { return paused.over(); }));
     // The attempt ran (its intent was recorded) and the withdrawal after it.
     EXPECT_TRUE(test::eventually([&] { return reader.status().waiting_writers == 0; }));
-    EXPECT_LT(steady_clock::now() - paused, pause + timing_slack);
+    EXPECT_LT(paused.elapsed(), pause + timing_slack);
     shared_mutex late = c.get_read_write_lock(name);
     EXPECT_TRUE(late.try_lock_shared()) << "an intent holds readers back";
     late.unlock_shared();
@@ -350,12 +350,11 @@ TEST(SharedMutex, AWriterThatGivesUpLeavesItsSiblingsIntentInPlace) {
   constexpr auto pause = 400ms;  // holds both writers' attempts on the server
   (void)b.command({"PING"});
   const auto attempts_before = b.lock_metrics().attempts;
-  server.cli({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"});
-  const auto paused = steady_clock::now();
+  const test::write_pause paused{server, pause};
   auto gives_up = b.get_read_write_lock(name).async_acquire({.wait = 30ms});
   auto waits = b.get_read_write_lock(name).async_acquire({});
   ASSERT_TRUE(test::eventually([&] { return b.lock_metrics().attempts >= attempts_before + 2; }));
-  ASSERT_LT(steady_clock::now() - paused, pause) << "the attempts were sent after the pause";
+  ASSERT_TRUE(paused.still_on()) << "the attempts were sent after the pause";
   EXPECT_FALSE(gives_up.get()) << "the writer that gives up got the lock";
   (void)b.command({"PING"});  // on b's link: what b sent before it has run
   EXPECT_GE(reader.status().waiting_writers, 1)
