@@ -1,6 +1,7 @@
 #include "locks/engine/lock_engine.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <future>
 
 #include "locks/engine/acquisition.hpp"
@@ -560,16 +561,23 @@ void lock_engine::stop_acquisitions() {
     machine->stop();  // waiting callers and async handlers get client_stopped
 }
 
+namespace {
+// Runs `f` on the I/O thread of `io` and waits for it (the caller is another thread).
+void run_and_wait(asio::io_context& io, const std::function<void()>& f) {
+  std::promise<void> done;
+  asio::post(io, [&] {
+    f();
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+}  // namespace
+
 void lock_engine::shutdown(milliseconds limit) {
   stopping_.store(true, std::memory_order_release);
   // Waiters stop first, while requests still go out: one in a server-side wait line (the fair
   // lock's) leaves it instead of keeping the lock from everyone until its place times out.
-  std::promise<void> stopped_waiters;
-  asio::post(io_.io(), [this, &stopped_waiters] {
-    stop_acquisitions();
-    stopped_waiters.set_value();
-  });
-  stopped_waiters.get_future().wait();
+  run_and_wait(io_.io(), [this] { stop_acquisitions(); });
   // Releases and those departures (and their retries) get `limit`.
   releases_->drain(limit);
   io_.stop();  // nothing new reaches the router from now on
@@ -581,8 +589,7 @@ void lock_engine::shutdown(milliseconds limit) {
   }
   // The timer and the acquisitions belong to the I/O thread: finish them there, so that handles
   // that outlive the client never touch the destroyed io_context.
-  std::promise<void> dropped;
-  asio::post(io_.io(), [this, &dropped] {
+  run_and_wait(io_.io(), [this] {
     stop_acquisitions();  // those that began meanwhile
     std::vector<subscription> parked;
     {
@@ -593,9 +600,7 @@ void lock_engine::shutdown(milliseconds limit) {
     waiters_.take_idle(clock::time_point::max()).clear();
     idle_timer_.reset();
     watchdog_->stop();
-    dropped.set_value();
   });
-  dropped.get_future().wait();
   fire(lost);
 }
 
