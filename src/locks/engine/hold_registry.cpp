@@ -165,7 +165,9 @@ std::optional<release_request> hold_registry::release(
 
 std::optional<release_request> hold_registry::orphan_release(const hold_key& key) const {
   if (holds_.count(key) != 0) return std::nullopt;
-  // Lease keys are never reused, so the field alone says whose hold it is: no token check.
+  // The token is unknown (the reply was lost): the field alone says whose hold it is. A thread's
+  // field serves each of its acquisitions; the release queue keeps a retry of this release from
+  // following the owner's next attempt (release_queue::supersede).
   return release_request{key.lock.name, owner_field(key.owner), watchdog_lease_, 0, 0};
 }
 

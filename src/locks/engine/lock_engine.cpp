@@ -246,8 +246,10 @@ void lock_engine::leave_line(const lock_ref& lock, std::uint64_t owner) noexcept
   }
 }
 
-void lock_engine::send_attempt(const lock_ref& lock, const script_call& call, net::completion done,
+void lock_engine::send_attempt(const lock_ref& lock, std::string_view owner,
+                               const script_call& call, net::completion done,
                                route::router::caller c) {
+  releases_->supersede(*lock.protocol, lock.name, owner);
   io_.eval(call, std::move(done), false, confirm_, c);
   ++counters_.attempts;
   ++counters_.of(lock.protocol->kind()).attempts;
@@ -306,7 +308,8 @@ attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t own
   request.may_wait = may_wait;
   request.others_waiting = waiters_.waiting(lock) > 0;
   may_be_in_line = may_wait || request.others_waiting;
-  send_attempt(lock, lock.protocol->attempt(request), c.handler(), route::router::caller::waits);
+  send_attempt(lock, p.owner, lock.protocol->attempt(request), c.handler(),
+               route::router::caller::waits);
   std::string why;
   attempt_outcome outcome = read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);
   if (stopping_.load(std::memory_order_acquire)) {

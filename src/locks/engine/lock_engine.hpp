@@ -149,10 +149,11 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   struct line_share;
   // Every acquisition under way ends with errc::client_stopped (I/O thread).
   void stop_acquisitions();
-  // Sends an attempt (with WAIT behind it when min_replicas asks for it). `c`: see
-  // net::connection::caller.
-  void send_attempt(const lock_ref& lock, const script_call& call, net::completion done,
-                    route::router::caller c = route::router::caller::leaves);
+  // Sends `owner`'s attempt (with WAIT behind it when min_replicas asks for it); that owner's
+  // releases of the lock still out are not retried after it (release_queue::supersede). `c`:
+  // see net::connection::caller.
+  void send_attempt(const lock_ref& lock, std::string_view owner, const script_call& call,
+                    net::completion done, route::router::caller c = route::router::caller::leaves);
   // Reads an attempt's reply and records it. With min_replicas, a first hold that fewer replicas
   // acknowledged is undone (a token-checked release) and reads as held by another for
   // replica_timeout; `unconfirmed` says so. Throws errc::protocol_error for a malformed reply.

@@ -1,5 +1,7 @@
 #include "locks/engine/release_queue.hpp"
 
+#include <algorithm>
+
 #include "dlock/error.hpp"
 
 namespace dlock::locks {
@@ -14,37 +16,54 @@ bool is_retryable(std::error_code ec) {
 }  // namespace
 
 void release_queue::send(const lock_protocol& protocol, release_request request, timing when) {
-  send_try(protocol, std::move(request), release_tries, false, when);
+  auto entry = std::make_shared<outstanding>(outstanding{&protocol, std::move(request)});
+  {
+    std::lock_guard lock(mutex_);
+    outstanding_.push_back(entry);
+    outstanding_count_.store(outstanding_.size(), std::memory_order_release);
+  }
+  try {
+    send_try(entry, release_tries, false, when);
+  } catch (...) {
+    forget(entry);
+    throw;
+  }
 }
 
-void release_queue::send_try(const lock_protocol& protocol, release_request request, int tries_left,
-                             bool urgent, timing when) {
+void release_queue::send_try(const std::shared_ptr<outstanding>& entry, int tries_left, bool urgent,
+                             timing when) {
   {
     std::lock_guard lock(mutex_);
     ++in_flight_;
   }
-  const script_call call = protocol.release(request);
-  auto on_done = [weak = weak_from_this(), &protocol, request = std::move(request), tries_left](
-                     std::error_code ec, const reply& r) mutable {
+  const script_call call = entry->protocol->release(entry->request);
+  auto on_done = [weak = weak_from_this(), entry, tries_left](std::error_code ec, const reply& r) {
     auto self = weak.lock();
     if (!self) return;
+    const lock_protocol& protocol = *entry->protocol;
     if (!ec && !r.is_error() && self->heard_) {
       try {
-        self->heard_(request.name, protocol.release_was_heard(r));
+        self->heard_(entry->request.name, protocol.release_was_heard(r));
       } catch (...) {
         // Out of memory while recording it: the name's next release goes out at once.
       }
     }
     // The first try may have run: the retry is harmless all the same (the hold's token travels
-    // with every try, see release_request) and goes ahead of everything not yet written.
-    if (ec && is_retryable(ec) && tries_left > 1) {
+    // with every try, see release_request) and goes ahead of everything not yet written; unless
+    // the owner's next attempt went out meanwhile (see supersede()).
+    if (ec && is_retryable(ec) && tries_left > 1 && self->begin_retry(entry)) {
       ++self->counters_.release_retries;
       ++self->counters_.of(protocol.kind()).release_retries;
+      bool sent = true;
       try {
-        self->send_try(protocol, std::move(request), tries_left - 1, true, timing::now);
+        self->send_try(entry, tries_left - 1, true, timing::now);
       } catch (...) {
-        // Stopped meanwhile: the lease ends the hold.
+        sent = false;  // stopped meanwhile: the lease ends the hold
       }
+      self->end_retry(entry);
+      if (!sent) self->forget(entry);
+    } else {
+      self->forget(entry);
     }
     self->finished();
   };
@@ -54,6 +73,47 @@ void release_queue::send_try(const lock_protocol& protocol, release_request requ
     finished();
     throw;
   }
+}
+
+void release_queue::supersede(const lock_protocol& protocol, std::string_view name,
+                              std::string_view owner) {
+  if (outstanding_count_.load(std::memory_order_acquire) == 0) return;
+  const auto retrying = [&](bool mark) {
+    bool any = false;
+    for (const auto& e : outstanding_) {
+      if (e->protocol != &protocol || e->request.owner != owner || e->request.name != name) {
+        continue;
+      }
+      if (mark) e->superseded = true;
+      any = any || e->retrying;
+    }
+    return any;
+  };
+  std::unique_lock lock(mutex_);
+  if (retrying(true)) retried_.wait(lock, [&] { return !retrying(false); });
+}
+
+bool release_queue::begin_retry(const std::shared_ptr<outstanding>& entry) {
+  std::lock_guard lock(mutex_);
+  if (entry->superseded) return false;
+  entry->retrying = true;
+  return true;
+}
+
+void release_queue::end_retry(const std::shared_ptr<outstanding>& entry) {
+  {
+    std::lock_guard lock(mutex_);
+    entry->retrying = false;
+  }
+  retried_.notify_all();
+}
+
+void release_queue::forget(const std::shared_ptr<outstanding>& entry) {
+  std::lock_guard lock(mutex_);
+  const auto at = std::find(outstanding_.begin(), outstanding_.end(), entry);
+  if (at == outstanding_.end()) return;
+  outstanding_.erase(at);
+  outstanding_count_.store(outstanding_.size(), std::memory_order_release);
 }
 
 void release_queue::send_once(const script_call& call) {

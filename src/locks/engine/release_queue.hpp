@@ -5,6 +5,13 @@
 // the protocol makes a retry idempotent (it carries the released hold's fencing token and changes
 // nothing once a newer hold exists). The queue counts releases in flight so the client can give
 // them a bounded time to reach the server when it stops.
+//
+// A retry is not sent once the same owner's next attempt on the same lock went out (supersede()).
+// That attempt followed the release on its link, so the release ran before it, or the link died
+// and the attempt, finding the owner's field still there, takes that hold over as a fresh one. A
+// retry would run after the attempt and could end the hold it took: a thread's owner field is
+// the same for each of its acquisitions, and so is a thread's permit id, and a release whose
+// hold's token the client never learned (an acquisition whose reply was lost) carries none.
 #pragma once
 
 #include <atomic>
@@ -15,6 +22,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "locks/engine/lock_counters.hpp"
 #include "locks/engine/lock_protocol.hpp"
@@ -48,6 +57,12 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   // that drain() gives it the same time. Throws as send_fn.
   void send_once(const script_call& call);
 
+  // The owner `owner` of `name` by `protocol` is about to send an attempt: releases of that
+  // owner and lock still out are not retried (see the top of this file). A retry being handed to
+  // the link meanwhile is waited for, so that it goes out first. Call before the attempt is
+  // queued, on any thread. Cheap when no release is out.
+  void supersede(const lock_protocol& protocol, std::string_view name, std::string_view owner);
+
   // Something that may yet send a release is waited for by drain() until expected_done(): an
   // acquisition under way when the client begins to stop may take a hold that must go back, or
   // leave a mark to take back (lock_engine::acquire, lock_engine::give_back_late_hold). An atomic
@@ -70,8 +85,20 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   void drain(std::chrono::milliseconds limit);
 
  private:
-  void send_try(const lock_protocol& protocol, release_request request, int tries_left, bool urgent,
+  // A release from its first try until it is answered or no more tries go out (guarded by
+  // mutex_).
+  struct outstanding {
+    const lock_protocol* protocol;
+    release_request request;
+    bool superseded = false;  // the owner's next attempt went out: no retry
+    bool retrying = false;    // a retry is being handed to the link (outside mutex_)
+  };
+  void send_try(const std::shared_ptr<outstanding>& entry, int tries_left, bool urgent,
                 timing when);
+  // Whether `entry` may be tried again; if so, marks it retrying.
+  bool begin_retry(const std::shared_ptr<outstanding>& entry);
+  void end_retry(const std::shared_ptr<outstanding>& entry);
+  void forget(const std::shared_ptr<outstanding>& entry);
   void finished();
 
   send_fn send_;
@@ -80,6 +107,9 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   std::mutex mutex_;
   std::condition_variable idle_;
   std::size_t in_flight_ = 0;
+  std::vector<std::shared_ptr<outstanding>> outstanding_;
+  std::atomic<std::size_t> outstanding_count_{0};  // outstanding_.size(), read without mutex_
+  std::condition_variable retried_;                // a retry was handed to the link
   std::atomic<std::size_t> expected_{0};
   std::atomic<bool> draining_{false};  // drain() waits: expected_done() must notify
 };

@@ -132,7 +132,8 @@ attempt_outcome semaphore_protocol::read_attempt(const reply& r) const {
 }
 
 script_call semaphore_protocol::release(const release_request& request) const {
-  // Permit ids are never reused, so the id alone is exact: no token to check.
+  // No token to check: the id alone says which permit. A thread's permits share one id; the
+  // release queue keeps a retry from following the thread's next attempt (release_queue::supersede).
   return release_by_id(request.name, permit_id(request.owner));
 }
 
