@@ -352,6 +352,12 @@ void router::retry_later(const std::shared_ptr<request>& r) {
     return r->finish(r->last_error, std::move(r->last_reply));
   }
   retries_.fetch_add(1, std::memory_order_relaxed);
+  // Each try starts from the slot's owner with the whole redirection budget: a slot being
+  // migrated answers every try with ASK and then TRYAGAIN (a multi-key script whose keys are not
+  // all on the target yet), and counting those hops across tries ended the request after five
+  // tries with the raw ASK error, long before its deadline. max_redirections bounds a loop within
+  // one try; the deadline bounds the tries.
+  r->redirections = 0;
   auto timer = std::make_shared<asio::steady_timer>(io_, delay);
   timer->async_wait(
       [this, r, timer](std::error_code) { dispatch(r, connection_for(r->to()), false); });

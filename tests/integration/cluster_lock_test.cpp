@@ -241,6 +241,52 @@ TEST_F(ClusterLock, TheWatchdogKeepsLocksInManySlotsAndFollowsAnAskAndAMove) {
   cluster().migrate_slot(slot, to, from);
 }
 
+// While a slot's keys are moving, Redis refuses every lock script of the slot (ASK from the
+// source, then TRYAGAIN from the target, or TRYAGAIN from the source when only some of the
+// script's keys are still there), for as long as the migration lasts. A release refused for longer
+// than its request_timeout is tried again rather than dropped (the lock stayed held until its
+// lease ended), and an acquisition keeps being retried within its request_timeout rather than
+// failing with the raw ASK error after five hops (a hostile try's findings).
+TEST_F(ClusterLock, AReleaseAndAnAcquisitionOutlastASlotMigration) {
+  const std::string name = test::unique_key("migrating");
+  const std::uint16_t slot = cluster().key_slot(name);
+  const std::uint16_t from = cluster().master_for_slot(slot);
+  std::uint16_t to = 0;
+  for (const std::uint16_t m : cluster().masters())
+    if (m != from) to = m;
+  const auto end_migration = [&] {  // the slot stays on `from`
+    for (const std::uint16_t port : {to, from})
+      (void)cluster().call(port, {"CLUSTER", "SETSLOT", std::to_string(slot), "STABLE"});
+  };
+
+  client_options brief = options_for(cluster().seed_url());
+  brief.request_timeout = 1000ms;
+  client holder{brief};
+  mutex held = holder.get_lock(name);
+  held.lock();
+  cluster().begin_slot_migration(slot, from, to);
+  held.unlock();
+  // Refused past its first request's timeout: the time is the test.
+  std::this_thread::sleep_for(brief.request_timeout * 18 / 10);
+  EXPECT_EQ(cluster().call(from, {"EXISTS", name}).integer, 1) << "released during the migration";
+  end_migration();
+  EXPECT_TRUE(eventually([&] {
+    return cluster().call(from, {"EXISTS", name}).integer == 0;
+  })) << "the refused release was dropped: the lock stays until its lease ends";
+
+  client_options patient = options_for(cluster().seed_url());
+  patient.request_timeout = 3000ms;
+  client waiter{patient};
+  mutex wanted = waiter.get_lock(name);
+  cluster().begin_slot_migration(slot, from, to);
+  auto got = std::async(std::launch::async, [&] { return wanted.try_lock_for(10s); });
+  EXPECT_EQ(got.wait_for(1200ms), std::future_status::timeout) << "ended during the migration";
+  end_migration();
+  ASSERT_EQ(got.wait_for(patient.request_timeout), std::future_status::ready);
+  EXPECT_TRUE(got.get()) << "the free lock was not taken once the migration ended";
+  wanted.unlock();
+}
+
 // A waiter's sharded subscription follows its slot: the old owner drops it (a server-sent
 // sunsubscribe), the client subscribes on the new owner, and the unlock published there wakes it.
 TEST_F(ClusterLock, AWaiterFollowsItsChannelWhenTheSlotMoves) {

@@ -7,8 +7,18 @@
 namespace dlock::locks {
 namespace {
 
-// A release may have run when it fails this way; the protocol makes sending it again harmless.
-bool is_retryable(std::error_code ec) {
+// A release may have run when it fails this way; the protocol makes sending it again harmless. Or
+// the server refused to run it for now, for as long as a slot migration, a failover or a load
+// lasts, longer than the router retries within one request's timeout: a release dropped then
+// would leave the lock held until its lease ends.
+bool is_retryable(std::error_code ec, const reply& r) {
+  if (ec == errc::server_error) {
+    for (const std::string_view not_run :
+         {"TRYAGAIN", "CLUSTERDOWN", "ASK ", "MOVED ", "LOADING", "MASTERDOWN", "READONLY"}) {
+      if (r.str.starts_with(not_run)) return true;
+    }
+    return false;
+  }
   return ec == errc::connection_lost || ec == errc::timeout || ec == errc::connect_failed ||
          ec == errc::connect_timeout;
 }
@@ -51,7 +61,7 @@ void release_queue::send_try(const std::shared_ptr<outstanding>& entry, int trie
     // The first try may have run: the retry is harmless all the same (the hold's token travels
     // with every try, see release_request) and goes ahead of everything not yet written; unless
     // the owner's next attempt went out meanwhile (see supersede()).
-    if (ec && is_retryable(ec) && tries_left > 1 && self->begin_retry(entry)) {
+    if (ec && is_retryable(ec, r) && tries_left > 1 && self->begin_retry(entry)) {
       ++self->counters_.release_retries;
       ++self->counters_.of(protocol.kind()).release_retries;
       bool sent = true;

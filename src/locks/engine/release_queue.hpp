@@ -1,7 +1,8 @@
 // src/locks/engine/release_queue.hpp
 //
-// Releases go out without the releaser waiting for them. One that meets a dead connection or a
-// timeout is sent again (at most `release_tries` times, ahead of everything not yet written):
+// Releases go out without the releaser waiting for them. One that meets a dead connection, a
+// timeout or a server that refuses to run it for now (TRYAGAIN, CLUSTERDOWN, LOADING...) is sent
+// again (at most `release_tries` times, ahead of everything not yet written):
 // the protocol makes a retry idempotent (it carries the released hold's fencing token and changes
 // nothing once a newer hold exists). The queue counts releases in flight so the client can give
 // them a bounded time to reach the server when it stops.
