@@ -69,8 +69,10 @@ class count_down_latch {
   // count_down_latch::count_down()
   // Decrements the count. When it reaches zero the latch is deleted and its waiters are woken.
   // Returns the count left: 0 when this call opened the latch, -1 when there was no latch (it
-  // stays missing, as with Redisson). Never retried by dlock: a connection lost with the call in
-  // flight throws errc::connection_lost, and it may have counted.
+  // stays missing, as with Redisson) or its count was 0 already (an open latch made by
+  // try_set_count(0): this deletes it, as with Redisson; a stored negative count reads so too).
+  // Never retried by dlock: a connection lost with the call in flight throws errc::connection_lost,
+  // and it may have counted.
   std::int64_t count_down();
 
   // count_down_latch::count(): the count now; 0 when the latch does not exist.

@@ -23,11 +23,13 @@
 // take the lock from it meanwhile. A waiter that gives up (its wait runs out, it is cancelled,
 // its client is destroyed) leaves the list, waking the next head if it was the head.
 //
-// Dead waiters. A waiter whose process died stays in the list until its deadline passes: W
-// (lock_options::fair_wait_timeout, 5 minutes by default, as Redisson's fairLockWaitTimeout)
-// after the lock became free for it. Until then those behind it wait: that is the price of the
-// order. Live dlock waiters refresh their deadlines (every W/3 at least) and are never dropped.
-// Java and C++ clients sharing a fair lock must use the same W.
+// Dead waiters. A waiter whose process died stays in the list until its deadline passes: the
+// holder's lease end as the waiter last saw it, plus W (lock_options::fair_wait_timeout, 5
+// minutes by default, as Redisson's fairLockWaitTimeout). Until then those behind it wait, even
+// when the lock comes free sooner: up to a whole lease (30 s under the watchdog) plus W after
+// the release. That is the price of the order. Live dlock waiters refresh their deadlines (every
+// W/3 at least) and are never dropped. Java and C++ clients sharing a fair lock must use the same
+// W.
 //
 // A holder that locks again at once goes to the back of the line, so threads that contend
 // continuously take turns. Costs: each hand-over touches every waiter's deadline (O(waiters)
