@@ -73,16 +73,20 @@ sentinel::sentinel(asio::io_context& io, const client_options& options,
       [master = pubsub::node_ref{"master", data_options, {}, provider}](std::string_view) {
         return master;
       });
-  std::vector<std::shared_ptr<const client_options>> others(sentinel_options_.begin() + 1,
-                                                            sentinel_options_.end());
-  announcements_ = std::make_shared<pubsub::subscriber>(
-      io, tls_context_, pubsub::subscriber::flavour::classic,
-      [s = pubsub::node_ref{"sentinels", sentinel_options_.front(), others, {}}](std::string_view) {
-        return s;
-      });
-  const std::uint64_t id = announcements_->add(
-      "+switch-master", {[this](std::string_view payload) { on_switch_message(payload); }, {}});
-  switch_subscription_ = pubsub::make_subscription(*announcements_, id);
+  // +switch-master from every sentinel, not from one: the one listened to may hang (its TCP
+  // link open, so nothing tells the client for seconds) while the others switch the master, and
+  // a client still writing to the old master when it comes back would take locks there that the
+  // new master's holders hold too. Each switch then arrives once per sentinel (see last_switch_).
+  for (const auto& sentinel_options : sentinel_options_) {
+    auto announcements = std::make_shared<pubsub::subscriber>(
+        io, tls_context_, pubsub::subscriber::flavour::classic,
+        [s = pubsub::node_ref{sentinel_options->endpoint(), sentinel_options, {}, {}}](
+            std::string_view) { return s; });
+    const std::uint64_t id = announcements->add(
+        "+switch-master", {[this](std::string_view payload) { on_switch_message(payload); }, {}});
+    switch_subscriptions_.push_back(pubsub::make_subscription(*announcements, id));
+    announcements_.push_back(std::move(announcements));
+  }
 
   for (const auto& s : sentinels_)
     s->start();
@@ -97,7 +101,8 @@ void sentinel::stop() {
   if (stopped_.exchange(true)) return;
   master_->stop();
   subscriber_->stop();
-  announcements_->stop();
+  for (const auto& announcements : announcements_)
+    announcements->stop();
   for (const auto& s : sentinels_)
     s->stop();
 }
@@ -162,6 +167,9 @@ void sentinel::on_switch_message(std::string_view payload) {
   // "<master name> <old ip> <old port> <new ip> <new port>"
   const auto space = payload.find(' ');
   if (payload.substr(0, space) != options_.sentinel.master_name) return;
+  // The same switch from another sentinel: followed already.
+  if (payload == last_switch_) return;
+  last_switch_ = std::string(payload);
   switches_seen_.fetch_add(1, std::memory_order_relaxed);
   if (options_.on_log) {
     core::log_sink(options_.on_log)

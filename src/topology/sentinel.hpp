@@ -3,11 +3,11 @@
 // A master found through Redis Sentinel: the URL's hosts are sentinels, asked in order
 // (SENTINEL GET-MASTER-ADDR-BY-NAME) before every connection attempt to the master, so every
 // reconnect goes wherever the master is now. A master is trusted only after its own ROLE says
-// "master" (a sentinel's stale answer must not leave the client writing to a replica). When the
-// sentinels announce +switch-master, or the master answers READONLY (the router then asks for
-// refresh_soon()), the command and subscriber links reconnect to the new master: subscriptions are
-// renewed (waiters re-check) and the lock engine re-checks every hold (kept when the new master
-// has it, reported lost when not).
+// "master" (a sentinel's stale answer must not leave the client writing to a replica). When a
+// sentinel announces +switch-master (the client listens on each), or the master answers
+// READONLY (the router then asks for refresh_soon()), the command and subscriber links reconnect
+// to the new master: subscriptions are renewed (waiters re-check) and the lock engine re-checks
+// every hold (kept when the new master has it, reported lost when not).
 #pragma once
 
 #include <asio.hpp>
@@ -61,9 +61,13 @@ class sentinel final : public topology {
   std::vector<std::shared_ptr<const client_options>> sentinel_options_;
   std::vector<std::shared_ptr<net::connection>> sentinels_;
   std::shared_ptr<net::connection> master_;
-  std::shared_ptr<pubsub::subscriber> subscriber_;     // follows the master
-  std::shared_ptr<pubsub::subscriber> announcements_;  // +switch-master on the sentinels
-  subscription switch_subscription_;
+  std::shared_ptr<pubsub::subscriber> subscriber_;  // follows the master
+  // +switch-master, on each sentinel.
+  std::vector<std::shared_ptr<pubsub::subscriber>> announcements_;
+  std::vector<subscription> switch_subscriptions_;
+  // The last switch followed ("<name> <old ip> <old port> <new ip> <new port>"): every sentinel
+  // announces it (I/O thread).
+  std::string last_switch_;
   std::atomic<bool> stopped_{false};
   std::atomic<bool> follow_pending_{false};
   std::atomic<std::uint64_t> switches_seen_{0};
