@@ -315,7 +315,8 @@ void router::on_reply(const std::shared_ptr<request>& r, net::connection& link, 
       return retry_later(r);
     }
   } else if ((ec == errc::connect_failed || ec == errc::connect_timeout) &&
-             (mode() == topology::mode::cluster || follows_failovers_)) {
+             (mode() == topology::mode::cluster || follows_failovers_) &&
+             servers_->connect_may_succeed_soon()) {
     // Never written: safe to send again, to whoever serves the slot by then.
     servers_->refresh_soon();
     r->last_error = ec;

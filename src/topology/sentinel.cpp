@@ -37,6 +37,7 @@ struct sentinel::resolution {
   std::size_t first = 0;          // the sentinel asked first
   std::size_t next = 0;           // how many were asked
   bool some_do_not_know = false;  // a sentinel answered that it monitors no such master
+  bool all_do_not_know = true;    // every sentinel asked said so
   bool only_tls_failures = true;  // every sentinel asked failed the TLS handshake
   std::string failures;           // what the others said, for the error message
 };
@@ -121,6 +122,7 @@ void sentinel::ask(const std::shared_ptr<resolution>& r) {
                                              : "no sentinel answered where master " + name + " is";
     // A wrong CA or name fails every sentinel alike: say so with the code a server would give.
     const errc code = r->only_tls_failures ? errc::tls_failed : errc::connect_failed;
+    nobody_knows_master_.store(r->all_do_not_know, std::memory_order_relaxed);
     r->done(make_error_code(code), detail + " (" + r->failures + ")", nullptr);
     return;
   }
@@ -141,6 +143,7 @@ void sentinel::ask(const std::shared_ptr<resolution>& r) {
             const int port = std::stoi(answer.elements[1].str);
             if (port > 0 && port < 65536) {
               last_answered_ = index;
+              nobody_knows_master_.store(false, std::memory_order_relaxed);
               r->done({}, {},
                       aimed_at(options_, answer.elements[0].str, static_cast<std::uint16_t>(port)));
               return;
@@ -154,6 +157,7 @@ void sentinel::ask(const std::shared_ptr<resolution>& r) {
           r->some_do_not_know = true;
           r->failures += (r->failures.empty() ? "" : "; ") + who + ": unknown master";
         } else {
+          r->all_do_not_know = false;
           r->failures += (r->failures.empty() ? "" : "; ") + who + ": " +
                          (ec ? answer.str.empty() ? ec.message() : answer.str
                              : "unexpected answer " + to_string(answer));

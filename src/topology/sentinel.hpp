@@ -32,6 +32,9 @@ class sentinel final : public topology {
 
   enum mode mode() const noexcept override { return mode::single; }
   bool follows_failovers() const noexcept override { return true; }
+  bool connect_may_succeed_soon() const noexcept override {
+    return !nobody_knows_master_.load(std::memory_order_relaxed);
+  }
   net::connection& master_for(std::string_view) override { return *master_; }
   net::connection& any_master() override { return *master_; }
   net::connection& node(const server_address&) override { return *master_; }
@@ -71,6 +74,9 @@ class sentinel final : public topology {
   std::atomic<bool> stopped_{false};
   std::atomic<bool> follow_pending_{false};
   std::atomic<std::uint64_t> switches_seen_{0};
+  // The last search for the master: every sentinel answered, none knows the master's name (a
+  // wrong name in the URL, or sentinels not yet told to monitor it).
+  std::atomic<bool> nobody_knows_master_{false};
   // The sentinel asked first; moves on when the server a sentinel named is not a master, so a
   // sentinel with a stale view cannot keep the client from the master (I/O thread).
   std::size_t first_asked_ = 0;

@@ -33,6 +33,10 @@ class topology {
   // Whether the master can move under the same URL without redirections (Sentinel): the router
   // then retries READONLY, LOADING and unreachable-master replies after refresh_soon().
   virtual bool follows_failovers() const noexcept { return false; }
+  // Whether a request whose connect failed may meet a server if sent again before its deadline
+  // (a failover or a restart ends); false when the failure will last (no sentinel knows the
+  // master's name): then it fails at once.
+  virtual bool connect_may_succeed_soon() const noexcept { return true; }
 
   // The connection of the master that serves `key`. Connections live as long as the topology.
   virtual net::connection& master_for(std::string_view key) = 0;

@@ -216,7 +216,7 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
   if (ec) {
     // The script may have run and taken the lock after all: undone now, unless the owner held
     // it already (lock_engine::release_orphan), rather than left held until its lease ends.
-    if (ec != errc::server_error && ec != errc::wrong_type) engine_->release_orphan(key_);
+    if (attempt_may_have_run(ec)) engine_->release_orphan(key_);
     const auto a = machine_.on_failed();
     finish(ec, detail, false, a.pass_wake_up);
     return;

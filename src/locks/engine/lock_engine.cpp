@@ -394,8 +394,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
       if (e.code() != errc::connection_lost || deadline <= clock::now() || !masters_move()) {
         // The script may have run and taken the lock after all (see acquisition::on_reply);
         // when the client stops, attempt_now gave back what it took.
-        if (e.code() != errc::server_error && e.code() != errc::wrong_type &&
-            e.code() != errc::client_stopped) {
+        if (attempt_may_have_run(e.code()) && e.code() != errc::client_stopped) {
           release_orphan(hold_key{lock, owner});
         }
         throw;

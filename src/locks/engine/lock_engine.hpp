@@ -29,10 +29,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "core/identity.hpp"
 #include "core/log_sink.hpp"
+#include "dlock/error.hpp"
 #include "dlock/lock_lease.hpp"
 #include "dlock/lock_options.hpp"
 #include "dlock/lock_status.hpp"
@@ -47,6 +49,14 @@
 #include "locks/engine/watchdog.hpp"
 
 namespace dlock::locks {
+
+// Whether an attempt that failed with `ec` may have run on the server (its reply lost, so a hold it
+// took must be given back): not when the server answered with an error, nor when it was never
+// written (its connection could not be made).
+inline bool attempt_may_have_run(std::error_code ec) {
+  return ec != errc::server_error && ec != errc::wrong_type && ec != errc::connect_failed &&
+         ec != errc::connect_timeout && ec != errc::tls_failed && ec != errc::auth_failed;
+}
 
 class acquisition;
 
