@@ -6,6 +6,10 @@
 namespace dlock::topology {
 namespace {
 
+// Every sentinel announces a switch within about a second of the others; Sentinel does not fail
+// the same master over again within twice its failover-timeout (3 min by default).
+constexpr std::chrono::seconds duplicate_window{3};
+
 std::shared_ptr<const client_options> aimed_at(const client_options& base, std::string host,
                                                std::uint16_t port) {
   auto o = std::make_shared<client_options>(base);
@@ -171,9 +175,12 @@ void sentinel::on_switch_message(std::string_view payload) {
   // "<master name> <old ip> <old port> <new ip> <new port>"
   const auto space = payload.find(' ');
   if (payload.substr(0, space) != options_.sentinel.master_name) return;
-  // The same switch from another sentinel: followed already.
-  if (payload == last_switch_) return;
+  // The same switch from another sentinel: followed already. Only within a few seconds: the same
+  // words later are a switch back and forth again (another failover the client missed between).
+  const auto now = std::chrono::steady_clock::now();
+  if (payload == last_switch_ && now - last_switch_at_ < duplicate_window) return;
   last_switch_ = std::string(payload);
+  last_switch_at_ = now;
   switches_seen_.fetch_add(1, std::memory_order_relaxed);
   if (options_.on_log) {
     core::log_sink(options_.on_log)

@@ -12,6 +12,7 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,9 +69,10 @@ class sentinel final : public topology {
   // +switch-master, on each sentinel.
   std::vector<std::shared_ptr<pubsub::subscriber>> announcements_;
   std::vector<subscription> switch_subscriptions_;
-  // The last switch followed ("<name> <old ip> <old port> <new ip> <new port>"): every sentinel
-  // announces it (I/O thread).
+  // The last switch followed ("<name> <old ip> <old port> <new ip> <new port>") and when: every
+  // sentinel announces it (I/O thread).
   std::string last_switch_;
+  std::chrono::steady_clock::time_point last_switch_at_{};
   std::atomic<bool> stopped_{false};
   std::atomic<bool> follow_pending_{false};
   std::atomic<std::uint64_t> switches_seen_{0};

@@ -50,12 +50,13 @@
 
 namespace dlock::locks {
 
-// Whether an attempt that failed with `ec` may have run on the server (its reply lost, so a hold it
-// took must be given back): not when the server answered with an error, nor when it was never
-// written (its connection could not be made).
+// Whether an acquisition whose attempt failed with `ec` may hold something on the server that
+// must be given back: not when the server answered with an error. A connect that failed wrote
+// nothing, but the acquisition's earlier attempt (one whose link broke, retried as the same
+// owner) or a release its attempt made the release queue skip (release_queue::supersede) may
+// have left a hold all the same.
 inline bool attempt_may_have_run(std::error_code ec) {
-  return ec != errc::server_error && ec != errc::wrong_type && ec != errc::connect_failed &&
-         ec != errc::connect_timeout && ec != errc::tls_failed && ec != errc::auth_failed;
+  return ec != errc::server_error && ec != errc::wrong_type;
 }
 
 class acquisition;

@@ -13,6 +13,11 @@
 // retry would run after the attempt and could end the hold it took: a thread's owner field is
 // the same for each of its acquisitions, and so is a thread's permit id, and a release whose
 // hold's token the client never learned (an acquisition whose reply was lost) carries none.
+// (Not covered: the router's own re-sends of a try, after TRYAGAIN, CLUSTERDOWN, a redirection or
+// a failed connect on a Cluster or with Sentinel; an attempt may overtake those. Releases with a
+// token stay harmless then; one without may end the owner's new hold, which the watchdog then
+// reports lost.) If the attempt fails without running, its acquisition's own release
+// (release_orphan) stands in for the skipped retry.
 #pragma once
 
 #include <atomic>

@@ -133,7 +133,8 @@ attempt_outcome semaphore_protocol::read_attempt(const reply& r) const {
 
 script_call semaphore_protocol::release(const release_request& request) const {
   // No token to check: the id alone says which permit. A thread's permits share one id; the
-  // release queue keeps a retry from following the thread's next attempt (release_queue::supersede).
+  // release queue keeps a retry from following the thread's next attempt
+  // (release_queue::supersede).
   return release_by_id(request.name, permit_id(request.owner));
 }
 
