@@ -175,10 +175,14 @@ void sentinel::on_switch_message(std::string_view payload) {
   // "<master name> <old ip> <old port> <new ip> <new port>"
   const auto space = payload.find(' ');
   if (payload.substr(0, space) != options_.sentinel.master_name) return;
-  // The same switch from another sentinel: followed already. Only within a few seconds: the same
-  // words later are a switch back and forth again (another failover the client missed between).
+  // The same switch from another sentinel: followed already, if it came within a few seconds or
+  // the master link is at the announced address by now. Otherwise the same words are a switch
+  // back and forth again (a failover between them that the client missed).
   const auto now = std::chrono::steady_clock::now();
-  if (payload == last_switch_ && now - last_switch_at_ < duplicate_window) return;
+  if (payload == last_switch_ &&
+      (now - last_switch_at_ < duplicate_window || master_is_at(payload))) {
+    return;
+  }
   last_switch_ = std::string(payload);
   last_switch_at_ = now;
   switches_seen_.fetch_add(1, std::memory_order_relaxed);
@@ -190,6 +194,17 @@ void sentinel::on_switch_message(std::string_view payload) {
   }
   follow("the sentinels switched master '" + options_.sentinel.master_name +
          "': " + std::string(payload.substr(space + 1)));
+}
+
+bool sentinel::master_is_at(std::string_view payload) const {
+  // The announcement's last two words: the new master's ip and port.
+  const auto port_at = payload.rfind(' ');
+  if (port_at == std::string_view::npos || port_at == 0) return false;
+  const auto host_at = payload.rfind(' ', port_at - 1);
+  if (host_at == std::string_view::npos) return false;
+  const client_options& address = master_->current_address();
+  return payload.substr(host_at + 1, port_at - host_at - 1) == address.host &&
+         payload.substr(port_at + 1) == std::to_string(address.port);
 }
 
 void sentinel::refresh_soon() {

@@ -57,6 +57,8 @@ class sentinel final : public topology {
   void resolve(net::connection::address_callback done);
   void ask(const std::shared_ptr<resolution>& r);
   void on_switch_message(std::string_view payload);
+  // Whether the master link uses the address a +switch-master announces (I/O thread).
+  bool master_is_at(std::string_view payload) const;
   void follow(const std::string& why);
 
   asio::io_context& io_;
