@@ -288,8 +288,8 @@ reply client::command(std::span<const std::string_view> args) {
   check_command(args);
   impl_->check_not_io_thread();
   net::sync_call call;
-  impl_->router.send(target_of(args), args, call.handler(), impl_->options.request_timeout, false,
-                     route::router::caller::waits);
+  impl_->router.send(target_of(args), args, call.handler(), impl_->options.request_timeout,
+                     {.caller_does = route::router::caller::waits});
   return call.wait();
 }
 
@@ -326,8 +326,8 @@ reply client::eval(const script& s, std::span<const std::string_view> keys,
   impl_->check_not_io_thread();
   net::sync_call call;
   const auto to = keys.empty() ? route::target::any_master() : route::target::key(keys.front());
-  impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, call.handler(), false, {},
-                     route::router::caller::waits);
+  impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, call.handler(),
+                     {.caller_does = route::router::caller::waits});
   return call.wait();
 }
 
@@ -343,17 +343,18 @@ void client::async_eval_from_caller(const script& s, std::span<const std::string
                                     net::polled_reads* polled) {
   core::check_same_process(impl_->made_in);
   const auto to = keys.empty() ? route::target::any_master() : route::target::key(keys.front());
-  impl_->router.eval(
-      to, s, keys, args, impl_->options.request_timeout, std::move(done), false, {},
-      polled != nullptr ? route::router::caller::polls : route::router::caller::writes, polled);
+  impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, std::move(done),
+                     {.caller_does = polled != nullptr ? route::router::caller::polls
+                                                       : route::router::caller::writes,
+                      .polled = polled});
 }
 
 void client::async_eval_deferred(const script& s, std::span<const std::string_view> keys,
                                  std::span<const std::string_view> args, reply_handler done) {
   core::check_same_process(impl_->made_in);
   const auto to = keys.empty() ? route::target::any_master() : route::target::key(keys.front());
-  impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, std::move(done), false, {},
-                     route::router::caller::defers);
+  impl_->router.eval(to, s, keys, args, impl_->options.request_timeout, std::move(done),
+                     {.caller_does = route::router::caller::defers});
 }
 
 dlock::lock_metrics client::lock_metrics() const noexcept {

@@ -91,7 +91,8 @@ struct router::request {
   net::completion done;
   clock::time_point deadline;
   bool urgent = false;
-  bool asking = false;  // the current try follows an ASK
+  std::shared_ptr<resend_gate> gate;  // set: re-sends go out only while it is open
+  bool asking = false;                // the current try follows an ASK
   int redirections = 0;
   int retries = 0;
   std::error_code last_error;
@@ -122,9 +123,9 @@ net::connection& router::connection_for(target to) {
 }
 
 void router::send(target to, std::span<const std::string_view> args, net::completion done,
-                  std::chrono::milliseconds timeout, bool urgent, caller c) {
+                  std::chrono::milliseconds timeout, const send_options& options) {
   if (mode() == topology::mode::single && !follows_failovers_ && !servers_->holding()) {
-    connection_for(to).send(args, std::move(done), timeout, urgent, c);
+    connection_for(to).send(args, std::move(done), timeout, options.urgent, options.caller_does);
     return;
   }
   try {
@@ -139,7 +140,8 @@ void router::send(target to, std::span<const std::string_view> args, net::comple
   r->any_master = to.is_any_master();
   r->done = std::move(done);
   r->deadline = clock::now() + timeout;
-  r->urgent = urgent;
+  r->urgent = options.urgent;
+  r->gate = options.gate;
   start(r);
 }
 
@@ -171,10 +173,9 @@ reply confirmed(reply script_reply, std::error_code wait_error, reply wait_reply
 
 void router::eval(target to, const script& s, std::span<const std::string_view> keys,
                   std::span<const std::string_view> args, std::chrono::milliseconds timeout,
-                  net::completion done, bool urgent, confirmation confirm, caller c,
-                  net::polled_reads* polled) {
+                  net::completion done, const send_options& options) {
   const std::string numkeys = std::to_string(keys.size());
-  if (mode() != topology::mode::single || follows_failovers_ || confirm.replicas > 0 ||
+  if (mode() != topology::mode::single || follows_failovers_ || options.confirm.replicas > 0 ||
       servers_->holding()) {
     try {
       check_same_slot(keys);
@@ -192,10 +193,11 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
     r->routing_key = std::string(to.routing_key());
     r->any_master = to.is_any_master();
     r->script_source = s.shared_source();
-    r->wait_args = wait_command(confirm);
+    r->wait_args = wait_command(options.confirm);
     r->done = std::move(done);
     r->deadline = clock::now() + timeout;
-    r->urgent = urgent;
+    r->urgent = options.urgent;
+    r->gate = options.gate;
     start(r);
     return;
   }
@@ -227,9 +229,14 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
   // Connections live as long as the topology, which outlives every completion. The fallback
   // runs on any thread where `done` may (it only queues a command).
   net::connection& link = connection_for(to);
-  auto fallback = [&link, kept, source = s.shared_source(), timeout, done = std::move(done)](
-                      std::error_code ec, reply r) mutable {
+  auto fallback = [&link, kept, source = s.shared_source(), timeout, gate = options.gate,
+                   done = std::move(done)](std::error_code ec, reply r) mutable {
     if (!is_noscript(ec, r)) {
+      if (done) done(ec, std::move(r));
+      return;
+    }
+    const resend_turn turn(gate.get());
+    if (!turn.allowed()) {
       if (done) done(ec, std::move(r));
       return;
     }
@@ -237,7 +244,8 @@ void router::eval(target to, const script& s, std::span<const std::string_view> 
     kept->views[1] = *source;
     link.send(kept->views, std::move(done), timeout);
   };
-  link.send(kept->views, std::move(fallback), timeout, urgent, c, polled);
+  link.send(kept->views, std::move(fallback), timeout, options.urgent, options.caller_does,
+            options.polled);
 }
 
 void router::dispatch(const std::shared_ptr<request>& r, net::connection& link, bool asking) {
@@ -291,7 +299,7 @@ void router::on_reply(const std::shared_ptr<request>& r, net::connection& link, 
       r->args[0] = "EVAL";
       r->args[1] = *r->script_source;
       r->script_source.reset();
-      return dispatch(r, link, r->asking);
+      return resend(r, link, r->asking, ec, std::move(answer));
     }
     const server_address asked{link.current_address().host, link.current_address().port};
     if (const auto redirect = topology::parse_redirection(answer.str, asked)) {
@@ -299,10 +307,10 @@ void router::on_reply(const std::shared_ptr<request>& r, net::connection& link, 
       if (redirect->type == topology::redirection::kind::moved) {
         moved_.fetch_add(1, std::memory_order_relaxed);
         servers_->moved(*redirect);
-        return dispatch(r, servers_->node(redirect->target), false);
+        return resend(r, servers_->node(redirect->target), false, ec, std::move(answer));
       }
       asked_.fetch_add(1, std::memory_order_relaxed);
-      return dispatch(r, servers_->node(redirect->target), true);
+      return resend(r, servers_->node(redirect->target), true, ec, std::move(answer));
     }
     const bool failover_reply = follows_failovers_ && (starts_with(answer.str, "READONLY") ||
                                                        starts_with(answer.str, "LOADING") ||
@@ -360,8 +368,16 @@ void router::retry_later(const std::shared_ptr<request>& r) {
   // one try; the deadline bounds the tries.
   r->redirections = 0;
   auto timer = std::make_shared<asio::steady_timer>(io_, delay);
-  timer->async_wait(
-      [this, r, timer](std::error_code) { dispatch(r, connection_for(r->to()), false); });
+  timer->async_wait([this, r, timer](std::error_code) {
+    resend(r, connection_for(r->to()), false, r->last_error, r->last_reply);
+  });
+}
+
+void router::resend(const std::shared_ptr<request>& r, net::connection& link, bool asking,
+                    std::error_code ec, reply answer) {
+  const resend_turn turn(r->gate.get());
+  if (!turn.allowed()) return r->finish(ec, std::move(answer));
+  dispatch(r, link, asking);
 }
 
 }  // namespace dlock::route

@@ -31,6 +31,7 @@
 #include "dlock/routing_metrics.hpp"
 #include "dlock/script.hpp"
 #include "net/connection.hpp"
+#include "route/resend_gate.hpp"
 #include "topology/topology.hpp"
 
 namespace dlock::route {
@@ -65,28 +66,40 @@ struct confirmation {
   std::chrono::milliseconds timeout{0};
 };
 
+// How a request goes out; the defaults: in order, no confirmation, `done` on the I/O thread.
+struct send_options {
+  bool urgent = false;     // ahead of everything not yet written (release retries)
+  confirmation confirm{};  // eval() only: see there
+  net::connection::caller caller_does = net::connection::caller::leaves;  // see router::send
+  net::polled_reads* polled = nullptr;  // with caller::polls: see router::eval
+  std::shared_ptr<resend_gate> gate;    // asked before each of the router's own re-sends
+};
+
 class router {
  public:
   router(asio::io_context& io, std::unique_ptr<topology::topology> servers)
       : io_(io), servers_(std::move(servers)), follows_failovers_(servers_->follows_failovers()) {}
 
-  // Queues `args` for `to`; `done` runs once (see net::connection::send). `urgent` puts it ahead
-  // of everything not yet written (release retries). `c`: see net::connection::caller; honoured
-  // on one server (elsewhere the routing's own completions need the I/O thread).
+  // Queues `args` for `to`; `done` runs once (see net::connection::send). `options.urgent` puts
+  // it ahead of everything not yet written (release retries). `options.caller_does`: see
+  // net::connection::caller; honoured on one server (elsewhere the routing's own completions need
+  // the I/O thread). `options.gate`: a re-send (the list at the top of this file) goes out only
+  // while the gate is open; a withdrawn request completes with the refusal that would have sent
+  // it again.
   using caller = net::connection::caller;
   void send(target to, std::span<const std::string_view> args, net::completion done,
-            std::chrono::milliseconds timeout, bool urgent = false, caller c = caller::leaves);
+            std::chrono::milliseconds timeout, const send_options& options = {});
 
   // Runs `s` on `to` by EVALSHA, and by EVAL when the server answers NOSCRIPT. The fallback goes
   // out after commands queued meanwhile: a caller that needs a script ordered before later
   // commands must not rely on it (the lock scripts are loaded with every connection). On a
   // cluster, keys in different slots are refused with errc::invalid_argument. With a
   // confirmation, a script that succeeded completes with the array [its reply, WAIT's reply].
-  // caller::polls adds the link to `polled` (see net::polled_reads) when the caller takes it.
+  // caller::polls adds the link to `options.polled` (see net::polled_reads) when the caller takes
+  // it. The EVAL fallback is a re-send: `options.gate` is asked first (on one server too).
   void eval(target to, const script& s, std::span<const std::string_view> keys,
             std::span<const std::string_view> args, std::chrono::milliseconds timeout,
-            net::completion done, bool urgent = false, confirmation confirm = {},
-            caller c = caller::leaves, net::polled_reads* polled = nullptr);
+            net::completion done, const send_options& options = {});
 
   // Refuses (errc::invalid_argument, naming two of them) keys that a cluster would refuse with
   // CROSSSLOT. Nothing to check unless the deployment is a cluster.
@@ -124,6 +137,10 @@ class router {
   net::connection& connection_for(target to);
   void start(const std::shared_ptr<request>& r);
   void dispatch(const std::shared_ptr<request>& r, net::connection& link, bool asking);
+  // dispatch() again, unless the request's gate was withdrawn: then it completes with `ec`,
+  // `answer` (the refusal that called for the re-send).
+  void resend(const std::shared_ptr<request>& r, net::connection& link, bool asking,
+              std::error_code ec, reply answer);
   void on_reply(const std::shared_ptr<request>& r, net::connection& link, std::error_code ec,
                 reply answer);
   void retry_later(const std::shared_ptr<request>& r);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <thread>
 
 #include "dlock/dlock.hpp"
 #include "locks/names.hpp"
@@ -21,6 +22,8 @@ using tools::redis_cluster;
 
 // Scheduling slack for timing assertions on a loaded 2-core CI machine.
 constexpr auto timing_slack = 500ms;
+// The router's longest delay between its own tries of a refused request (route/router.cpp).
+constexpr auto router_retry_cap = 200ms;
 // A watchdog lease short enough that "kept for three more leases" is quick to see.
 constexpr auto short_lease = 900ms;
 
@@ -88,6 +91,46 @@ TEST_F(ClusterSemaphore, AWaiterIsWokenBySpublishAndTheWatchdogRenewsInManySlots
   ASSERT_TRUE(ok);
   // Woken by the message, not by the lease running out.
   EXPECT_LT(at - released, timing_slack);
+}
+
+// A release refused while its slot migrates (ASK, then TRYAGAIN) is sent again by the router on
+// its own timer, every 200 ms at most. Once the migration ends, the thread's next attempt may go
+// out before that re-send. A semaphore permit's release carries no token (the thread's permit id
+// is the same for each of its acquisitions), so the re-send must not follow that attempt: it
+// would take away the permit the thread holds, with nobody told until the next renewal.
+TEST_F(ClusterSemaphore, TheRoutersReSendOfAReleaseDoesNotFollowTheThreadsNextAttempt) {
+  const std::string name = test::unique_key("resend");
+  const std::uint16_t slot = cluster().key_slot(name);
+  const std::uint16_t from = cluster().master_for_slot(slot);
+  std::uint16_t to = 0;
+  for (const std::uint16_t m : cluster().masters())
+    if (m != from) to = m;
+  client_options patient = client_options::from_url(cluster().seed_url());
+  patient.request_timeout = 10s;  // the release's router tries outlast the test
+  client c{patient};
+  semaphore s = c.get_semaphore(name, 1);
+  ASSERT_TRUE(s.try_acquire());
+  const auto retries = [&] { return c.routing_metrics().retries; };
+  const std::uint64_t before = retries();
+  cluster().begin_slot_migration(slot, from, to);
+  s.release();
+  // From the fifth retry on the router waits its longest delay: seen just after one, the next
+  // re-send is most of that delay away.
+  ASSERT_TRUE(eventually([&] { return retries() >= before + 5; })) << "the release was not retried";
+  const std::uint64_t seen = retries();
+  ASSERT_TRUE(eventually([&] { return retries() > seen; }));
+  for (const std::uint16_t port : {to, from})  // the slot stays on `from`
+    (void)cluster().call(port, {"CLUSTER", "SETSLOT", std::to_string(slot), "STABLE"});
+  ASSERT_TRUE(s.try_acquire()) << "the thread's next attempt did not get the permit";
+  // Had the release been sent again, it would have run by now.
+  std::this_thread::sleep_for(router_retry_cap + timing_slack);
+  const std::uint16_t master = cluster().master_for_key(name);
+  EXPECT_EQ(cluster().call(master, {"ZCARD", locks::suffix_key(name, "timeout")}).integer, 1)
+      << "the router sent the release again after the thread's next attempt: its permit is gone";
+  EXPECT_EQ(s.available_permits(), 0);
+  EXPECT_TRUE(s.is_held_by_current_thread());
+  s.release();
+  EXPECT_TRUE(eventually([&] { return s.available_permits() == 1; }));
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 
 namespace dlock::locks {
 
-void engine_io::eval(const script_call& call, net::completion done, bool urgent,
-                     route::confirmation confirm, route::router::caller c) {
+void engine_io::eval(const script_call& call, net::completion done,
+                     const route::send_options& options) {
   // The views live on the stack when they fit (every lock script's do): no allocation per call.
   constexpr std::size_t on_stack = 16;
   std::array<std::string_view, on_stack> stack_views;
@@ -37,7 +37,7 @@ void engine_io::eval(const script_call& call, net::completion done, bool urgent,
           }
           if (done) done(ec, std::move(r));
         },
-        urgent, confirm, c);
+        options);
   });
 }
 

@@ -36,12 +36,10 @@ class engine_io {
     return f(router_);
   }
 
-  // Runs `call` on the master that serves its first key.
-  // With a confirmation, see route::router::eval.
-  // `c`: see net::connection::caller (`done` must then be free to run on any thread).
-  void eval(const script_call& call, net::completion done, bool urgent = false,
-            route::confirmation confirm = {},
-            route::router::caller c = route::router::caller::leaves);
+  // Runs `call` on the master that serves its first key, as `options` say (see
+  // route::router::eval; with a caller other than `leaves`, `done` must be free to run on any
+  // thread).
+  void eval(const script_call& call, net::completion done, const route::send_options& options = {});
   // Posts `f` to the I/O thread.
   void post(std::function<void()> f);
   asio::io_context& io() noexcept { return io_; }

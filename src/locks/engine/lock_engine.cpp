@@ -55,11 +55,15 @@ lock_engine::lock_engine(asio::io_context& io, route::router& router, const lock
 void lock_engine::start() {
   releases_ = std::make_shared<release_queue>(
       [this](const script_call& call, bool urgent, release_queue::timing when,
+             std::shared_ptr<route::resend_gate> gate,
              std::function<void(std::error_code, const reply&)> done) {
         // The release's completion (retries, counters) may run on any thread.
-        io_.eval(call, std::move(done), urgent, {},
-                 when == release_queue::timing::with_next_request ? route::router::caller::defers
-                                                                  : route::router::caller::writes);
+        io_.eval(call, std::move(done),
+                 {.urgent = urgent,
+                  .caller_does = when == release_queue::timing::with_next_request
+                                     ? route::router::caller::defers
+                                     : route::router::caller::writes,
+                  .gate = std::move(gate)});
       },
       [this](const std::string& name, bool heard) { quiet_.record(name, heard, clock::now()); },
       counters_);
@@ -175,7 +179,7 @@ void lock_engine::fire(const losses& lost) const noexcept {
 reply lock_engine::call(const script_call& c) {
   io_.check_not_io_thread();
   net::sync_call call;
-  io_.eval(c, call.handler(), false, {}, route::router::caller::waits);
+  io_.eval(c, call.handler(), {.caller_does = route::router::caller::waits});
   return call.wait();
 }
 
@@ -250,7 +254,7 @@ void lock_engine::send_attempt(const lock_ref& lock, std::string_view owner,
                                const script_call& call, net::completion done,
                                route::router::caller c) {
   releases_->supersede(*lock.protocol, lock.name, owner);
-  io_.eval(call, std::move(done), false, confirm_, c);
+  io_.eval(call, std::move(done), {.confirm = confirm_, .caller_does = c});
   ++counters_.attempts;
   ++counters_.of(lock.protocol->kind()).attempts;
 }
@@ -677,8 +681,8 @@ reply lock_engine::command(std::string_view routing_key, std::span<const std::st
   io_.check_not_io_thread();
   net::sync_call c;
   io_.use([&](route::router& router) {
-    router.send(route::target::key(routing_key), args, c.handler(), io_.request_timeout(), false,
-                route::router::caller::waits);
+    router.send(route::target::key(routing_key), args, c.handler(), io_.request_timeout(),
+                {.caller_does = route::router::caller::waits});
   });
   return c.wait();
 }

@@ -61,7 +61,9 @@ void release_queue::send_try(const std::shared_ptr<outstanding>& entry, int trie
     // The first try may have run: the retry is harmless all the same (the hold's token travels
     // with every try, see release_request) and goes ahead of everything not yet written; unless
     // the owner's next attempt went out meanwhile (see supersede()).
-    if (ec && is_retryable(ec, r) && tries_left > 1 && self->begin_retry(entry)) {
+    const route::resend_turn turn(ec && is_retryable(ec, r) && tries_left > 1 ? entry->gate.get()
+                                                                              : nullptr);
+    if (ec && is_retryable(ec, r) && tries_left > 1 && turn.allowed()) {
       ++self->counters_.release_retries;
       ++self->counters_.of(protocol.kind()).release_retries;
       bool sent = true;
@@ -70,7 +72,6 @@ void release_queue::send_try(const std::shared_ptr<outstanding>& entry, int trie
       } catch (...) {
         sent = false;  // stopped meanwhile: the lease ends the hold
       }
-      self->end_retry(entry);
       if (!sent) self->forget(entry);
     } else {
       self->forget(entry);
@@ -78,7 +79,7 @@ void release_queue::send_try(const std::shared_ptr<outstanding>& entry, int trie
     self->finished();
   };
   try {
-    send_(call, urgent, when, std::move(on_done));
+    send_(call, urgent, when, entry->gate, std::move(on_done));
   } catch (...) {
     finished();
     throw;
@@ -88,34 +89,18 @@ void release_queue::send_try(const std::shared_ptr<outstanding>& entry, int trie
 void release_queue::supersede(const lock_protocol& protocol, std::string_view name,
                               std::string_view owner) {
   if (outstanding_count_.load(std::memory_order_acquire) == 0) return;
-  const auto retrying = [&](bool mark) {
-    bool any = false;
-    for (const auto& e : outstanding_) {
-      if (e->protocol != &protocol || e->request.owner != owner || e->request.name != name) {
-        continue;
-      }
-      if (mark) e->superseded = true;
-      any = any || e->retrying;
-    }
-    return any;
-  };
-  std::unique_lock lock(mutex_);
-  if (retrying(true)) retried_.wait(lock, [&] { return !retrying(false); });
-}
-
-bool release_queue::begin_retry(const std::shared_ptr<outstanding>& entry) {
-  std::lock_guard lock(mutex_);
-  if (entry->superseded) return false;
-  entry->retrying = true;
-  return true;
-}
-
-void release_queue::end_retry(const std::shared_ptr<outstanding>& entry) {
+  std::vector<std::shared_ptr<route::resend_gate>> gates;
   {
-    std::lock_guard lock(mutex_);
-    entry->retrying = false;
+    const std::lock_guard lock(mutex_);
+    for (const auto& e : outstanding_) {
+      if (e->protocol == &protocol && e->request.owner == owner && e->request.name == name) {
+        gates.push_back(e->gate);
+      }
+    }
   }
-  retried_.notify_all();
+  // Outside mutex_: a retry being queued takes it (send_try) before its gate lets us go.
+  for (const auto& gate : gates)
+    gate->withdraw();
 }
 
 void release_queue::forget(const std::shared_ptr<outstanding>& entry) {
@@ -132,9 +117,10 @@ void release_queue::send_once(const script_call& call) {
     ++in_flight_;
   }
   try {
-    send_(call, false, timing::now, [weak = weak_from_this()](std::error_code, const reply&) {
-      if (auto self = weak.lock()) self->finished();
-    });
+    send_(call, false, timing::now, nullptr,
+          [weak = weak_from_this()](std::error_code, const reply&) {
+            if (auto self = weak.lock()) self->finished();
+          });
   } catch (...) {
     finished();
     throw;

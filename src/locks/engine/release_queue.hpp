@@ -12,11 +12,10 @@
 // and the attempt, finding the owner's field still there, takes that hold over as a fresh one. A
 // retry would run after the attempt and could end the hold it took: a thread's owner field is
 // the same for each of its acquisitions, and so is a thread's permit id, and a release whose
-// hold's token the client never learned (an acquisition whose reply was lost) carries none.
-// (Not covered: the router's own re-sends of a try, after TRYAGAIN, CLUSTERDOWN, a redirection or
-// a failed connect on a Cluster or with Sentinel; an attempt may overtake those. Releases with a
-// token stay harmless then; one without may end the owner's new hold, which the watchdog then
-// reports lost.) If the attempt fails without running, its acquisition's own release
+// hold's token the client never learned (an acquisition whose reply was lost) carries none. The
+// router's own re-sends of a try (after TRYAGAIN, CLUSTERDOWN, READONLY, a redirection, NOSCRIPT
+// or a failed connect) stop then too: each release has a route::resend_gate that supersede()
+// withdraws. If the attempt fails without running, its acquisition's own release
 // (release_orphan) stands in for the skipped retry.
 #pragma once
 
@@ -33,6 +32,7 @@
 
 #include "locks/engine/lock_counters.hpp"
 #include "locks/engine/lock_protocol.hpp"
+#include "route/resend_gate.hpp"
 
 namespace dlock::locks {
 
@@ -42,8 +42,10 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   // link carries it (or a short timer; see net::connection::caller::defers).
   enum class timing { now, with_next_request };
   // Sends one script call; `done` runs once with its outcome. Throws errc::client_stopped when
-  // nothing can be sent any more. `urgent` calls are never deferred.
+  // nothing can be sent any more. `urgent` calls are never deferred. The router's own re-sends
+  // of the call ask `gate` first (null: none to ask).
   using send_fn = std::function<void(const script_call& call, bool urgent, timing when,
+                                     std::shared_ptr<route::resend_gate> gate,
                                      std::function<void(std::error_code, const reply&)> done)>;
   // Told of every release the server answered: whether its unlock message reached a listener
   // (lock_protocol::release_was_heard). May run on any thread.
@@ -64,9 +66,10 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   void send_once(const script_call& call);
 
   // The owner `owner` of `name` by `protocol` is about to send an attempt: releases of that
-  // owner and lock still out are not retried (see the top of this file). A retry being handed to
-  // the link meanwhile is waited for, so that it goes out first. Call before the attempt is
-  // queued, on any thread. Cheap when no release is out.
+  // owner and lock still out are not retried, here or by the router (see the top of this file).
+  // A retry being handed to the link meanwhile is waited for, so that it goes out first. Call
+  // before the attempt is queued, on any thread but from inside a release's completion. Cheap
+  // when no release is out.
   void supersede(const lock_protocol& protocol, std::string_view name, std::string_view owner);
 
   // Something that may yet send a release is waited for by drain() until expected_done(): an
@@ -96,14 +99,11 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   struct outstanding {
     const lock_protocol* protocol;
     release_request request;
-    bool superseded = false;  // the owner's next attempt went out: no retry
-    bool retrying = false;    // a retry is being handed to the link (outside mutex_)
+    // Withdrawn when the owner's next attempt goes out: no retry, here or in the router.
+    std::shared_ptr<route::resend_gate> gate = std::make_shared<route::resend_gate>();
   };
   void send_try(const std::shared_ptr<outstanding>& entry, int tries_left, bool urgent,
                 timing when);
-  // Whether `entry` may be tried again; if so, marks it retrying.
-  bool begin_retry(const std::shared_ptr<outstanding>& entry);
-  void end_retry(const std::shared_ptr<outstanding>& entry);
   void forget(const std::shared_ptr<outstanding>& entry);
   void finished();
 
@@ -115,7 +115,6 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   std::size_t in_flight_ = 0;
   std::vector<std::shared_ptr<outstanding>> outstanding_;
   std::atomic<std::size_t> outstanding_count_{0};  // outstanding_.size(), read without mutex_
-  std::condition_variable retried_;                // a retry was handed to the link
   std::atomic<std::size_t> expected_{0};
   std::atomic<bool> draining_{false};  // drain() waits: expected_done() must notify
 };

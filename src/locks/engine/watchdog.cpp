@@ -129,7 +129,7 @@ void watchdog::send_checks(std::vector<hold_registry::hold_check> checks) {
         io_.eval(
             protocol.check(targets),
             back_on_io(weak_from_this(), io_, std::move(batch), protocol, &watchdog::on_checked),
-            true);
+            {.urgent = true});
       });
 }
 
@@ -173,7 +173,7 @@ void watchdog::send_renewals(std::vector<lease::renewal> due, bool urgent) {
         io_.eval(
             protocol.renew(targets, lease),
             back_on_io(weak_from_this(), io_, std::move(batch), protocol, &watchdog::on_renewed),
-            urgent);
+            {.urgent = urgent});
       });
 }
 
