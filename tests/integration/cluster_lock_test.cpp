@@ -287,6 +287,43 @@ TEST_F(ClusterLock, AReleaseAndAnAcquisitionOutlastASlotMigration) {
   wanted.unlock();
 }
 
+// The thread's next attempt withdraws its release still out (the router would otherwise send it
+// again after the attempt, where it could end the hold the attempt took). When that attempt
+// then fails without running (refused by the migration past its request_timeout), the release
+// must go out again behind it: the lock would otherwise stay held, by nobody, until its lease.
+TEST_F(ClusterLock, AReleaseWithdrawnByAnAttemptThatNeverRanIsSentAgain) {
+  const std::string name = test::unique_key("withdrawn");
+  const std::uint16_t slot = cluster().key_slot(name);
+  const std::uint16_t from = cluster().master_for_slot(slot);
+  std::uint16_t to = 0;
+  for (const std::uint16_t m : cluster().masters())
+    if (m != from) to = m;
+  client_options brief = options_for(cluster().seed_url());
+  brief.request_timeout = 1000ms;
+  client c{brief};
+  mutex m = c.get_lock(name);
+  m.lock();
+  cluster().begin_slot_migration(slot, from, to);
+  m.unlock();  // refused, and retried by the router
+  std::error_code refused;
+  try {
+    EXPECT_FALSE(m.try_lock()) << "acquired during the migration";
+  } catch (const error& e) {
+    refused = e.code();
+  }
+  EXPECT_EQ(refused, errc::server_error) << "the attempt did not fail as refused";
+  EXPECT_EQ(cluster().call(from, {"EXISTS", name}).integer, 1) << "released during the migration";
+  for (const std::uint16_t port : {to, from})  // the slot stays on `from`
+    (void)cluster().call(port, {"CLUSTER", "SETSLOT", std::to_string(slot), "STABLE"});
+  EXPECT_TRUE(eventually([&] {
+    return cluster().call(from, {"EXISTS", name}).integer == 0;
+  })) << "the withdrawn release was not sent again: the lock stays held until its lease ends";
+  client other{options_for(cluster().seed_url())};
+  mutex theirs = other.get_lock(name);
+  EXPECT_TRUE(theirs.try_lock());
+  theirs.unlock();
+}
+
 // A waiter's sharded subscription follows its slot: the old owner drops it (a server-sent
 // sunsubscribe), the client subscribes on the new owner, and the unlock published there wakes it.
 TEST_F(ClusterLock, AWaiterFollowsItsChannelWhenTheSlotMoves) {

@@ -179,7 +179,7 @@ void acquisition::send_attempt() {
   attempt_sent_ = sent_at;
   try {
     engine_->send_attempt(
-        p_.lock, plan.owner, call,
+        key_, plan.owner, call,
         [self = shared_from_this(), plan, sent_at, others = request.others_waiting](
             std::error_code ec, const reply& r) { self->on_reply(plan, sent_at, others, ec, r); });
   } catch (const error& e) {

@@ -250,10 +250,17 @@ void lock_engine::leave_line(const lock_ref& lock, std::uint64_t owner) noexcept
   }
 }
 
-void lock_engine::send_attempt(const lock_ref& lock, std::string_view owner,
-                               const script_call& call, net::completion done,
-                               route::router::caller c) {
-  releases_->supersede(*lock.protocol, lock.name, owner);
+void lock_engine::send_attempt(const hold_key& key, std::string_view owner, const script_call& call,
+                               net::completion done, route::router::caller c) {
+  const lock_ref& lock = key.lock;
+  if (releases_->supersede(*lock.protocol, lock.name, owner)) {
+    done = [weak = weak_from_this(), key, done = std::move(done)](std::error_code ec, reply r) {
+      if (ec && !attempt_may_have_run(ec)) {
+        if (auto self = weak.lock()) self->release_orphan(key);
+      }
+      if (done) done(ec, std::move(r));
+    };
+  }
   io_.eval(call, std::move(done), {.confirm = confirm_, .caller_does = c});
   ++counters_.attempts;
   ++counters_.of(lock.protocol->kind()).attempts;
@@ -312,7 +319,7 @@ attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t own
   request.may_wait = may_wait;
   request.others_waiting = waiters_.waiting(lock) > 0;
   may_be_in_line = may_wait || request.others_waiting;
-  send_attempt(lock, p.owner, lock.protocol->attempt(request), c.handler(),
+  send_attempt(key, p.owner, lock.protocol->attempt(request), c.handler(),
                route::router::caller::waits);
   std::string why;
   attempt_outcome outcome = read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);

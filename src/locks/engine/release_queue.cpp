@@ -86,9 +86,9 @@ void release_queue::send_try(const std::shared_ptr<outstanding>& entry, int trie
   }
 }
 
-void release_queue::supersede(const lock_protocol& protocol, std::string_view name,
+bool release_queue::supersede(const lock_protocol& protocol, std::string_view name,
                               std::string_view owner) {
-  if (outstanding_count_.load(std::memory_order_acquire) == 0) return;
+  if (outstanding_count_.load(std::memory_order_acquire) == 0) return false;
   std::vector<std::shared_ptr<route::resend_gate>> gates;
   {
     const std::lock_guard lock(mutex_);
@@ -101,6 +101,7 @@ void release_queue::supersede(const lock_protocol& protocol, std::string_view na
   // Outside mutex_: a retry being queued takes it (send_try) before its gate lets us go.
   for (const auto& gate : gates)
     gate->withdraw();
+  return !gates.empty();
 }
 
 void release_queue::forget(const std::shared_ptr<outstanding>& entry) {

@@ -15,8 +15,9 @@
 // hold's token the client never learned (an acquisition whose reply was lost) carries none. The
 // router's own re-sends of a try (after TRYAGAIN, CLUSTERDOWN, READONLY, a redirection, NOSCRIPT
 // or a failed connect) stop then too: each release has a route::resend_gate that supersede()
-// withdraws. If the attempt fails without running, its acquisition's own release
-// (release_orphan) stands in for the skipped retry.
+// withdraws. If the attempt fails, its acquisition's own release (release_orphan) stands in for
+// the skipped retry, also when the attempt did not run (a server error: TRYAGAIN past its
+// timeout, OOM).
 #pragma once
 
 #include <atomic>
@@ -69,8 +70,9 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   // owner and lock still out are not retried, here or by the router (see the top of this file).
   // A retry being handed to the link meanwhile is waited for, so that it goes out first. Call
   // before the attempt is queued, on any thread but from inside a release's completion. Cheap
-  // when no release is out.
-  void supersede(const lock_protocol& protocol, std::string_view name, std::string_view owner);
+  // when no release is out. Returns whether any was: if the attempt then fails without running,
+  // its sender must release the owner's field again (lock_engine::send_attempt does).
+  bool supersede(const lock_protocol& protocol, std::string_view name, std::string_view owner);
 
   // Something that may yet send a release is waited for by drain() until expected_done(): an
   // acquisition under way when the client begins to stop may take a hold that must go back, or
