@@ -1,5 +1,7 @@
 #include "topology/sentinel.hpp"
 
+#include <utility>
+
 #include "core/log_sink.hpp"
 #include "dlock/error.hpp"
 
@@ -82,13 +84,21 @@ sentinel::sentinel(asio::io_context& io, const client_options& options,
   // link open, so nothing tells the client for seconds) while the others switch the master, and
   // a client still writing to the old master when it comes back would take locks there that the
   // new master's holders hold too. Each switch then arrives once per sentinel (see last_switch_).
-  for (const auto& sentinel_options : sentinel_options_) {
+  // A switch announced while a link was down is lost: once subscribed again, that sentinel is
+  // asked where the master is (check_master).
+  for (std::size_t index = 0; index < sentinel_options_.size(); ++index) {
+    const auto& sentinel_options = sentinel_options_[index];
     auto announcements = std::make_shared<pubsub::subscriber>(
         io, tls_context_, pubsub::subscriber::flavour::classic,
         [s = pubsub::node_ref{sentinel_options->endpoint(), sentinel_options, {}, {}}](
             std::string_view) { return s; });
     const std::uint64_t id = announcements->add(
-        "+switch-master", {[this](std::string_view payload) { on_switch_message(payload); }, {}});
+        "+switch-master", {[this](std::string_view payload) { on_switch_message(payload); },
+                           [this, index, first = true]() mutable {
+                             // The first subscription follows the master's own resolution: nothing
+                             // was missed.
+                             if (!std::exchange(first, false)) check_master(index);
+                           }});
     switch_subscriptions_.push_back(pubsub::make_subscription(*announcements, id));
     announcements_.push_back(std::move(announcements));
   }
@@ -194,6 +204,33 @@ void sentinel::on_switch_message(std::string_view payload) {
   }
   follow("the sentinels switched master '" + options_.sentinel.master_name +
          "': " + std::string(payload.substr(space + 1)));
+}
+
+void sentinel::check_master(std::size_t index) {
+  if (stopped_) return;
+  const std::string_view args[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+                                   options_.sentinel.master_name};
+  sentinels_[index]->send(
+      args,
+      [this, index](std::error_code ec, reply answer) {
+        if (ec || stopped_ || !answer.is_array() || answer.elements.size() != 2) return;
+        const std::string& host = answer.elements[0].str;
+        const std::string& port = answer.elements[1].str;
+        const client_options& at = master_->current_address();
+        if (host == at.host && port == std::to_string(at.port)) return;
+        const std::string named = host + ":" + port;
+        if (options_.on_log) {
+          core::log_sink(options_.on_log)
+              .emit(log_level::warning, "master switch missed",
+                    {{"master", options_.sentinel.master_name},
+                     {"sentinel", sentinel_options_[index]->endpoint()},
+                     {"named", named}});
+        }
+        follow("sentinel " + sentinel_options_[index]->endpoint() + " names " + named +
+               " as master '" + options_.sentinel.master_name + "' (a switch announced while its " +
+               "link was down)");
+      },
+      options_.connect_timeout);
 }
 
 bool sentinel::master_is_at(std::string_view payload) const {

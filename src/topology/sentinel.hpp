@@ -7,7 +7,9 @@
 // sentinel announces +switch-master (the client listens on each), or the master answers
 // READONLY (the router then asks for refresh_soon()), the command and subscriber links reconnect
 // to the new master: subscriptions are renewed (waiters re-check) and the lock engine re-checks
-// every hold (kept when the new master has it, reported lost when not).
+// every hold (kept when the new master has it, reported lost when not). An announcement made
+// while the client's link to a sentinel was down is lost; once that link subscribes again, the
+// client asks the sentinel where the master is, and moves if it is elsewhere.
 #pragma once
 
 #include <asio.hpp>
@@ -57,6 +59,9 @@ class sentinel final : public topology {
   void resolve(net::connection::address_callback done);
   void ask(const std::shared_ptr<resolution>& r);
   void on_switch_message(std::string_view payload);
+  // Asks sentinel `index` where the master is, and follows when its answer is not the master
+  // link's address: its link was down, so an announcement may have been missed (I/O thread).
+  void check_master(std::size_t index);
   // Whether the master link uses the address a +switch-master announces (I/O thread).
   bool master_is_at(std::string_view payload) const;
   void follow(const std::string& why);

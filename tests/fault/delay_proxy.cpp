@@ -12,6 +12,9 @@
 //
 //   delay <ms>      answered "delay <ms>" on stdout once in effect for every chunk read from then
 //   on
+//   cut             closes every connection and, until "mend", every one accepted (a link the
+//                   network took away; the upstream server knows nothing of it); answered "cut"
+//   mend            connections are forwarded again; answered "mend"
 //
 // End of stdin ends the proxy (it also dies with its parent: PR_SET_PDEATHSIG). Single-threaded:
 // one poll() loop whose timeout is the next chunk's due time. Reading from a side stops while more
@@ -179,7 +182,11 @@ class proxy {
         if (errno == EINTR) continue;
         fail("poll");
       }
-      if (fds[0].revents != 0 && !read_control(control)) return;
+      if (fds[0].revents != 0) {
+        const std::size_t open = connections_.size();
+        if (!read_control(control)) return;
+        if (connections_.size() != open) continue;  // cut: `owners` points at closed connections
+      }
       if ((fds[1].revents & POLLIN) != 0) accept_all();
       for (std::size_t i = 2; i < fds.size(); ++i) {
         connection& c = *owners[i].first;
@@ -235,6 +242,10 @@ class proxy {
       if (std::sscanf(line.c_str(), "delay %lld", &ms) == 1 && ms >= 0) {
         delay_ns_ = ms * 1'000'000;
         std::printf("delay %lld\n", ms);
+      } else if (line == "cut" || line == "mend") {
+        cut_ = line == "cut";
+        if (cut_) close_all();
+        std::printf("%s\n", line.c_str());
       } else {
         std::printf("error: unknown command '%s'\n", line.c_str());
       }
@@ -243,12 +254,24 @@ class proxy {
     return true;
   }
 
+  void close_all() {
+    for (const connection& c : connections_) {
+      ::close(c.client);
+      ::close(c.upstream);
+    }
+    connections_.clear();
+  }
+
   void accept_all() {
     for (;;) {
       const int client = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (client < 0) {
         if (errno == EINTR) continue;
         return;  // EAGAIN, or an aborted connection
+      }
+      if (cut_) {
+        ::close(client);
+        continue;
       }
       const int upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (upstream < 0) {
@@ -323,6 +346,7 @@ class proxy {
   sockaddr_in upstream_;
   int listener_;
   std::int64_t delay_ns_ = 0;
+  bool cut_ = false;
   std::list<connection> connections_;  // stable addresses while fds point at them
 };
 

@@ -66,6 +66,7 @@
 #include "netns_lab.hpp"
 #include "redis_cluster.hpp"
 #include "redis_process.hpp"
+#include "support/delay_proxy.hpp"
 
 #ifndef DLOCK_FAULT_WORKER
 #define DLOCK_FAULT_WORKER "dlock_fault_worker"
@@ -126,8 +127,6 @@ constexpr auto partition_tell_slack = std::chrono::milliseconds(100);
 // The nftables element that cuts a worker off expires by itself this long after the planned end
 // of the partition, so that a suite killed meanwhile leaves no partition behind.
 constexpr auto partition_safety_margin = std::chrono::milliseconds(5000);
-// How long the delay proxy may take to answer a command.
-constexpr auto proxy_answer_timeout = std::chrono::milliseconds(5000);
 // A holder of a killed master is due to be told by the kill + 0.9 lease (its last confirmed
 // renewal was sent before the kill) plus this slack, as for a partition.
 constexpr auto failover_tell_slack = partition_tell_slack;
@@ -450,95 +449,6 @@ class worker_pool {
 
 // --- the delay proxy -----------------------------------------------------------------------------
 
-// dlock_fault_delay_proxy as a child process: stdin for commands, stdout for its answers.
-class delay_proxy_process {
- public:
-  delay_proxy_process(const std::string& binary, const std::string& listen,
-                      const std::string& upstream) {
-    std::array<int, 2> in{};
-    std::array<int, 2> out{};
-    if (::pipe2(in.data(), O_CLOEXEC) != 0 || ::pipe2(out.data(), O_CLOEXEC) != 0) {
-      throw std::runtime_error("pipe2 failed");
-    }
-    std::vector<std::string> args = {binary, "--listen", listen, "--upstream", upstream};
-    std::vector<char*> argv;
-    for (std::string& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    ::posix_spawn_file_actions_init(&actions);
-    ::posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-    ::posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    const int rc = ::posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
-    ::posix_spawn_file_actions_destroy(&actions);
-    ::close(in[0]);
-    ::close(out[1]);
-    in_ = in[1];
-    out_ = out[0];
-    if (rc != 0) {
-      pid_ = -1;
-      throw std::runtime_error("cannot start " + binary + ": " + std::strerror(rc));
-    }
-    const std::string line = read_line();
-    unsigned port = 0;
-    if (std::sscanf(line.c_str(), "listening %u", &port) != 1) {
-      throw std::runtime_error("the delay proxy said: " + line);
-    }
-    port_ = static_cast<std::uint16_t>(port);
-  }
-  ~delay_proxy_process() {
-    ::close(in_);  // the end of its stdin ends it
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    ::close(out_);
-  }
-  delay_proxy_process(const delay_proxy_process&) = delete;
-  delay_proxy_process& operator=(const delay_proxy_process&) = delete;
-
-  std::uint16_t port() const { return port_; }
-
-  // In effect for every chunk the proxy reads once this returns.
-  void set_delay(std::chrono::milliseconds delay) {
-    const std::string command = "delay " + std::to_string(delay.count()) + "\n";
-    if (::write(in_, command.data(), command.size()) != static_cast<ssize_t>(command.size())) {
-      throw std::runtime_error("cannot write to the delay proxy");
-    }
-    const std::string answer = read_line();
-    if (answer != "delay " + std::to_string(delay.count())) {
-      throw std::runtime_error("the delay proxy said: " + answer);
-    }
-  }
-
- private:
-  std::string read_line() {
-    const auto deadline = std::chrono::steady_clock::now() + proxy_answer_timeout;
-    while (buffer_.find('\n') == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      pollfd p{out_, POLLIN, 0};
-      const int ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) throw std::runtime_error("the delay proxy did not answer");
-      std::array<char, 256> data{};
-      const ssize_t got = ::read(out_, data.data(), data.size());
-      if (got <= 0) throw std::runtime_error("the delay proxy exited");
-      buffer_.append(data.data(), static_cast<std::size_t>(got));
-    }
-    const auto end = buffer_.find('\n');
-    std::string line = buffer_.substr(0, end);
-    buffer_.erase(0, end + 1);
-    return line;
-  }
-
-  pid_t pid_ = -1;
-  int in_ = -1;
-  int out_ = -1;
-  std::uint16_t port_ = 0;
-  std::string buffer_;
-};
-
 // --- the driver's own Redis commands -------------------------------------------------------------
 
 // A command to the lock server while faults happen: retried a few times (a restart or a CLIENT
@@ -704,7 +614,7 @@ int run(const suite_options& o) {
   // delay proxies with the latency fault), the driver at driver_lock_url.
   std::optional<dlock::tools::redis_process> lock_server_process;
   std::unique_ptr<dlock::tools::redis_cluster> cluster;
-  std::vector<std::unique_ptr<delay_proxy_process>> proxies;
+  std::vector<std::unique_ptr<dlock::test::delay_proxy>> proxies;
   std::string worker_lock_url;
   std::string driver_lock_url;
   const bool restart_forgets = o.persistence != "always";
@@ -721,7 +631,7 @@ int run(const suite_options& o) {
     lock_server_process.emplace(lock_options);
     std::uint16_t worker_lock_port = lock_server_process->port();
     if (selected("latency")) {
-      proxies.push_back(std::make_unique<delay_proxy_process>(
+      proxies.push_back(std::make_unique<dlock::test::delay_proxy>(
           o.proxy, server_host, "127.0.0.1:" + std::to_string(lock_server_process->port())));
       worker_lock_port = proxies.back()->port();
       std::printf(
@@ -753,7 +663,7 @@ int run(const suite_options& o) {
     const std::vector<std::uint16_t> ports = cluster->ports();
     if (proxied) {
       for (const std::uint16_t port : ports) {
-        proxies.push_back(std::make_unique<delay_proxy_process>(
+        proxies.push_back(std::make_unique<dlock::test::delay_proxy>(
             o.proxy, node_host + ":" + std::to_string(port), "127.0.0.1:" + std::to_string(port)));
       }
       std::printf(

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "dlock/dlock.hpp"
 #include "redis_sentinel_group.hpp"
 #include "support/child_process.hpp"
+#include "support/delay_proxy.hpp"
 #include "support/redis_fixture.hpp"
 #include "support/sentinel_fixture.hpp"
 
@@ -256,6 +258,70 @@ TEST(SentinelFailover, ASwitchIsHeardFromTheOtherSentinelsWhenTheFirstHangs) {
   EXPECT_FALSE(wanted.try_lock()) << "the client took the lock on the old master";
   g.resume_node(deaf);
   held.unlock();
+}
+
+// A switch announced while the client's links to every sentinel were down (each cut at a TCP
+// proxy) is lost. Once the links are back the client asks where the master is and moves, instead
+// of staying on the old master until a write is refused: cut off from the sentinels, that master
+// is never made a replica and goes on granting locks that the new master's holders hold too.
+// Here the sentinels, while the links are cut, are told to monitor another server under the
+// master's name (no announcement at all): the old master stays a master, as in that partition.
+TEST(SentinelFailover, AMasterNamedAnewWhileEverySentinelLinkWasDownIsFollowedWhenTheyComeBack) {
+  test::redis_test_sentinel_group g;
+  test::redis_server elsewhere;
+  std::vector<std::unique_ptr<test::delay_proxy>> proxies;
+  std::string hosts;
+  for (const std::uint16_t port : g.sentinel_ports()) {
+    proxies.push_back(std::make_unique<test::delay_proxy>(DLOCK_DELAY_PROXY, "127.0.0.1",
+                                                          "127.0.0.1:" + std::to_string(port)));
+    hosts += (hosts.empty() ? "" : ",") + std::string("127.0.0.1:") +
+             std::to_string(proxies.back()->port());
+  }
+  std::atomic<int> missed{0};
+  client_options o = client_options::from_url("redis-sentinel://" + hosts + "#" + g.master_name());
+  o.on_log = [&](const log_record& r) {
+    if (r.message == "master switch missed") ++missed;
+  };
+  client c{o};
+  // The port of the server the client's commands reach ("" for a command lost as it moves).
+  const auto served_by = [&]() -> std::string {
+    try {
+      return c.command({"CONFIG", "GET", "port"}).elements.at(1).str;
+    } catch (const error&) {
+      return "";
+    }
+  };
+  const std::uint16_t old_master = g.master_port();
+  ASSERT_EQ(served_by(), std::to_string(old_master));
+  // Listening on every sentinel before the cut (the first subscription is not a re-subscription).
+  ASSERT_TRUE(eventually([&] {
+    for (const std::uint16_t s : g.sentinel_ports()) {
+      if (g.call(s, {"CLIENT", "LIST"}).str.find(" sub=1 ") == std::string::npos) return false;
+    }
+    return true;
+  })) << "the client did not subscribe on every sentinel";
+  for (const auto& p : proxies)
+    p->cut();
+  for (const std::uint16_t s : g.sentinel_ports()) {
+    ASSERT_EQ(g.call(s, {"SENTINEL", "REMOVE", g.master_name()}).str, "OK");
+    ASSERT_EQ(g.call(s, {"SENTINEL", "MONITOR", g.master_name(), "127.0.0.1",
+                         std::to_string(elsewhere.port()), "2"})
+                  .str,
+              "OK");
+  }
+  EXPECT_EQ(served_by(), std::to_string(old_master)) << "moved with every sentinel link cut";
+  for (const auto& p : proxies)
+    p->mend();
+  // The links to the sentinels come back within reconnect_delay_max.
+  EXPECT_TRUE(eventually([&] { return served_by() == std::to_string(elsewhere.port()); },
+                         o.reconnect_delay_max + 5s))
+      << "the client stayed on the old master";
+  EXPECT_GE(missed.load(), 1) << "no 'master switch missed' record";
+  const std::string name = test::unique_key("after");
+  mutex m = c.get_lock(name);
+  ASSERT_TRUE(m.try_lock());
+  EXPECT_EQ(elsewhere.cli({"EXISTS", name}), "1") << "the lock is not on the master named now";
+  m.unlock();
 }
 
 }  // namespace
