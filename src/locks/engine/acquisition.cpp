@@ -178,8 +178,8 @@ void acquisition::send_attempt() {
   const auto sent_at = clock::now();
   attempt_sent_ = sent_at;
   try {
-    engine_->send_attempt(
-        key_, plan.owner, call,
+    withdrew_releases_ = engine_->send_attempt(
+        p_.lock, plan.owner, call,
         [self = shared_from_this(), plan, sent_at, others = request.others_waiting](
             std::error_code ec, const reply& r) { self->on_reply(plan, sent_at, others, ec, r); });
   } catch (const error& e) {
@@ -215,8 +215,9 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
   }
   if (ec) {
     // The script may have run and taken the lock after all: undone now, unless the owner held
-    // it already (lock_engine::release_orphan), rather than left held until its lease ends.
-    if (attempt_may_have_run(ec)) engine_->release_orphan(key_);
+    // it already (lock_engine::release_orphan), rather than left held until its lease ends. Not
+    // run, it cannot stand in for the releases it withdrew (lock_engine::send_attempt): the same.
+    if (attempt_may_have_run(ec) || withdrew_releases_) engine_->release_orphan(key_);
     const auto a = machine_.on_failed();
     finish(ec, detail, false, a.pass_wake_up);
     return;

@@ -83,6 +83,7 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
                                       // or a writer's intent (protocol::leave_line())
   bool unconfirmed_ = false;          // the last attempt's hold was undone (too few replicas)
   bool retried_lost_link_ = false;    // an attempt lost with its link was tried again once
+  bool withdrew_releases_ = false;    // the last attempt withdrew releases (send_attempt)
   std::string unconfirmed_why_;
   // When the latest attempt (this machine's or the blocking caller's) was sent: a wake-up heard
   // after it, before this waiter joined its queue, is not lost (wait_queues::join).

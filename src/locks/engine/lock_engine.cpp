@@ -250,20 +250,14 @@ void lock_engine::leave_line(const lock_ref& lock, std::uint64_t owner) noexcept
   }
 }
 
-void lock_engine::send_attempt(const hold_key& key, std::string_view owner, const script_call& call,
-                               net::completion done, route::router::caller c) {
-  const lock_ref& lock = key.lock;
-  if (releases_->supersede(*lock.protocol, lock.name, owner)) {
-    done = [weak = weak_from_this(), key, done = std::move(done)](std::error_code ec, reply r) {
-      if (ec && !attempt_may_have_run(ec)) {
-        if (auto self = weak.lock()) self->release_orphan(key);
-      }
-      if (done) done(ec, std::move(r));
-    };
-  }
+bool lock_engine::send_attempt(const lock_ref& lock, std::string_view owner,
+                               const script_call& call, net::completion done,
+                               route::router::caller c) {
+  const bool withdrew = releases_->supersede(*lock.protocol, lock.name, owner);
   io_.eval(call, std::move(done), {.confirm = confirm_, .caller_does = c});
   ++counters_.attempts;
   ++counters_.of(lock.protocol->kind()).attempts;
+  return withdrew;
 }
 
 attempt_outcome lock_engine::read_attempt_reply(const hold_key& key, const attempt_plan& plan,
@@ -319,10 +313,18 @@ attempt_outcome lock_engine::attempt_now(const lock_ref& lock, std::uint64_t own
   request.may_wait = may_wait;
   request.others_waiting = waiters_.waiting(lock) > 0;
   may_be_in_line = may_wait || request.others_waiting;
-  send_attempt(key, p.owner, lock.protocol->attempt(request), c.handler(),
-               route::router::caller::waits);
+  const bool withdrew = send_attempt(lock, p.owner, lock.protocol->attempt(request), c.handler(),
+                                     route::router::caller::waits);
+  reply answer;
+  try {
+    answer = c.wait();
+  } catch (const error& e) {
+    // Not run (a server error), it cannot stand in for the releases it withdrew: sent again.
+    if (withdrew && !attempt_may_have_run(e.code())) release_orphan(key);
+    throw;
+  }
   std::string why;
-  attempt_outcome outcome = read_attempt_reply(key, p, c.wait(), sent_at, unconfirmed, why);
+  attempt_outcome outcome = read_attempt_reply(key, p, answer, sent_at, unconfirmed, why);
   if (stopping_.load(std::memory_order_acquire)) {
     // Answered while the client stops (acquire() keeps the drain waiting). A hold is given back
     // rather than handed to a caller as one already lost; a refusal's mark (a place in line, an

@@ -160,12 +160,12 @@ class lock_engine : public std::enable_shared_from_this<lock_engine>,
   struct line_share;
   // Every acquisition under way ends with errc::client_stopped (I/O thread).
   void stop_acquisitions();
-  // Sends the attempt of `key`'s owner, whose field is `owner` (with WAIT behind it when
-  // min_replicas asks for it); that owner's releases of the lock still out are not retried after
-  // it (release_queue::supersede). If there were such releases and the attempt fails without
-  // running (a server error), the owner's field is released again behind it (release_orphan), as
-  // the skipped retry would have. `c`: see net::connection::caller.
-  void send_attempt(const hold_key& key, std::string_view owner, const script_call& call,
+  // Sends `owner`'s attempt (with WAIT behind it when min_replicas asks for it); that owner's
+  // releases of the lock still out are not retried after it (release_queue::supersede). Returns
+  // whether there were such releases: if the attempt then fails without running (a server
+  // error), its caller must release the owner's field again behind it (release_orphan), as the
+  // withdrawn retries would have. `c`: see net::connection::caller.
+  bool send_attempt(const lock_ref& lock, std::string_view owner, const script_call& call,
                     net::completion done, route::router::caller c = route::router::caller::leaves);
   // Reads an attempt's reply and records it. With min_replicas, a first hold that fewer replicas
   // acknowledged is undone (a token-checked release) and reads as held by another for

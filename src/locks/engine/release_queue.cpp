@@ -26,7 +26,9 @@ bool is_retryable(std::error_code ec, const reply& r) {
 }  // namespace
 
 void release_queue::send(const lock_protocol& protocol, release_request request, timing when) {
-  auto entry = std::make_shared<outstanding>(outstanding{&protocol, std::move(request)});
+  auto entry = std::make_shared<outstanding>();  // one allocation, its gate included
+  entry->protocol = &protocol;
+  entry->request = std::move(request);
   {
     std::lock_guard lock(mutex_);
     outstanding_.push_back(entry);
@@ -61,9 +63,9 @@ void release_queue::send_try(const std::shared_ptr<outstanding>& entry, int trie
     // The first try may have run: the retry is harmless all the same (the hold's token travels
     // with every try, see release_request) and goes ahead of everything not yet written; unless
     // the owner's next attempt went out meanwhile (see supersede()).
-    const route::resend_turn turn(ec && is_retryable(ec, r) && tries_left > 1 ? entry->gate.get()
-                                                                              : nullptr);
-    if (ec && is_retryable(ec, r) && tries_left > 1 && turn.allowed()) {
+    const bool may_retry = ec && is_retryable(ec, r) && tries_left > 1;
+    const route::resend_turn turn(may_retry ? &entry->gate : nullptr);
+    if (may_retry && turn.allowed()) {
       ++self->counters_.release_retries;
       ++self->counters_.of(protocol.kind()).release_retries;
       bool sent = true;
@@ -79,7 +81,7 @@ void release_queue::send_try(const std::shared_ptr<outstanding>& entry, int trie
     self->finished();
   };
   try {
-    send_(call, urgent, when, entry->gate, std::move(on_done));
+    send_(call, urgent, when, outstanding::gate_of(entry), std::move(on_done));
   } catch (...) {
     finished();
     throw;
@@ -89,19 +91,28 @@ void release_queue::send_try(const std::shared_ptr<outstanding>& entry, int trie
 bool release_queue::supersede(const lock_protocol& protocol, std::string_view name,
                               std::string_view owner) {
   if (outstanding_count_.load(std::memory_order_acquire) == 0) return false;
-  std::vector<std::shared_ptr<route::resend_gate>> gates;
+  // Mostly one release (the owner's last, deferred until this attempt carries it): no allocation.
+  std::shared_ptr<outstanding> first;
+  std::vector<std::shared_ptr<outstanding>> more;
   {
     const std::lock_guard lock(mutex_);
     for (const auto& e : outstanding_) {
-      if (e->protocol == &protocol && e->request.owner == owner && e->request.name == name) {
-        gates.push_back(e->gate);
+      if (e->protocol != &protocol || e->request.owner != owner || e->request.name != name) {
+        continue;
+      }
+      if (first) {
+        more.push_back(e);
+      } else {
+        first = e;
       }
     }
   }
+  if (!first) return false;
   // Outside mutex_: a retry being queued takes it (send_try) before its gate lets us go.
-  for (const auto& gate : gates)
-    gate->withdraw();
-  return !gates.empty();
+  first->gate.withdraw();
+  for (const auto& e : more)
+    e->gate.withdraw();
+  return true;
 }
 
 void release_queue::forget(const std::shared_ptr<outstanding>& entry) {

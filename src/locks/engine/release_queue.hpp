@@ -99,10 +99,14 @@ class release_queue : public std::enable_shared_from_this<release_queue> {
   // A release from its first try until it is answered or no more tries go out (guarded by
   // mutex_).
   struct outstanding {
-    const lock_protocol* protocol;
+    const lock_protocol* protocol = nullptr;
     release_request request;
     // Withdrawn when the owner's next attempt goes out: no retry, here or in the router.
-    std::shared_ptr<route::resend_gate> gate = std::make_shared<route::resend_gate>();
+    route::resend_gate gate;
+    // The gate as the router holds it: it shares the entry's ownership.
+    static std::shared_ptr<route::resend_gate> gate_of(const std::shared_ptr<outstanding>& e) {
+      return {e, &e->gate};
+    }
   };
   void send_try(const std::shared_ptr<outstanding>& entry, int tries_left, bool urgent,
                 timing when);
