@@ -11,6 +11,9 @@ namespace {
 // Every sentinel announces a switch within about a second of the others; Sentinel does not fail
 // the same master over again within twice its failover-timeout (3 min by default).
 constexpr std::chrono::seconds duplicate_window{3};
+// A sentinel link subscribed again: how often its sentinel is asked where the master is, when it
+// does not answer (its command link may still be on its way back).
+constexpr int check_tries = 3;
 
 std::shared_ptr<const client_options> aimed_at(const client_options& base, std::string host,
                                                std::uint16_t port) {
@@ -84,8 +87,8 @@ sentinel::sentinel(asio::io_context& io, const client_options& options,
   // link open, so nothing tells the client for seconds) while the others switch the master, and
   // a client still writing to the old master when it comes back would take locks there that the
   // new master's holders hold too. Each switch then arrives once per sentinel (see last_switch_).
-  // A switch announced while a link was down is lost: once subscribed again, that sentinel is
-  // asked where the master is (check_master).
+  // A switch announced while a link was down is lost: each time it is subscribed (again), that
+  // sentinel is asked where the master is (check_master).
   for (std::size_t index = 0; index < sentinel_options_.size(); ++index) {
     const auto& sentinel_options = sentinel_options_[index];
     auto announcements = std::make_shared<pubsub::subscriber>(
@@ -94,11 +97,7 @@ sentinel::sentinel(asio::io_context& io, const client_options& options,
             std::string_view) { return s; });
     const std::uint64_t id = announcements->add(
         "+switch-master", {[this](std::string_view payload) { on_switch_message(payload); },
-                           [this, index, first = true]() mutable {
-                             // The first subscription follows the master's own resolution: nothing
-                             // was missed.
-                             if (!std::exchange(first, false)) check_master(index);
-                           }});
+                           [this, index] { check_master(index, check_tries); }});
     switch_subscriptions_.push_back(pubsub::make_subscription(*announcements, id));
     announcements_.push_back(std::move(announcements));
   }
@@ -157,6 +156,7 @@ void sentinel::ask(const std::shared_ptr<resolution>& r) {
             const int port = std::stoi(answer.elements[1].str);
             if (port > 0 && port < 65536) {
               last_answered_ = index;
+              resolved_ = true;
               nobody_knows_master_.store(false, std::memory_order_relaxed);
               r->done({}, {},
                       aimed_at(options_, answer.elements[0].str, static_cast<std::uint16_t>(port)));
@@ -206,31 +206,103 @@ void sentinel::on_switch_message(std::string_view payload) {
          "': " + std::string(payload.substr(space + 1)));
 }
 
-void sentinel::check_master(std::size_t index) {
-  if (stopped_) return;
+// A sentinel named another master than the master link's after its link subscribed again: the
+// others are asked too, and the client follows only when most of the sentinels name that one.
+struct sentinel::master_check {
+  std::string host;
+  std::string port;
+  std::size_t named_by = 0;  // the sentinel that named it first
+  std::size_t waiting = 0;   // answers still due
+  std::size_t agree = 0;     // sentinels that name it
+};
+
+namespace {
+
+// "host" and "port" of a GET-MASTER-ADDR-BY-NAME answer; false for anything else.
+bool read_address(std::error_code ec, const reply& answer, std::string& host, std::string& port) {
+  if (ec || !answer.is_array() || answer.elements.size() != 2) return false;
+  host = answer.elements[0].str;
+  port = answer.elements[1].str;
+  return true;
+}
+
+}  // namespace
+
+void sentinel::check_master(std::size_t index, int tries_left) {
+  // Before the master link has an address from the sentinels, its resolution asks them anyway.
+  if (stopped_ || !resolved_) return;
   const std::string_view args[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
                                    options_.sentinel.master_name};
   sentinels_[index]->send(
       args,
-      [this, index](std::error_code ec, reply answer) {
-        if (ec || stopped_ || !answer.is_array() || answer.elements.size() != 2) return;
-        const std::string& host = answer.elements[0].str;
-        const std::string& port = answer.elements[1].str;
-        const client_options& at = master_->current_address();
-        if (host == at.host && port == std::to_string(at.port)) return;
-        const std::string named = host + ":" + port;
-        if (options_.on_log) {
-          core::log_sink(options_.on_log)
-              .emit(log_level::warning, "master switch missed",
-                    {{"master", options_.sentinel.master_name},
-                     {"sentinel", sentinel_options_[index]->endpoint()},
-                     {"named", named}});
+      [this, index, tries_left](std::error_code ec, reply answer) {
+        if (stopped_) return;
+        auto check = std::make_shared<master_check>();
+        if (!read_address(ec, answer, check->host, check->port)) {
+          if (tries_left <= 1 || !ec) return;  // a sentinel that knows no such master: nothing
+          auto timer = std::make_shared<asio::steady_timer>(io_, options_.reconnect_delay_max);
+          timer->async_wait([this, index, tries_left, timer](std::error_code) {
+            check_master(index, tries_left - 1);
+          });
+          return;
         }
-        follow("sentinel " + sentinel_options_[index]->endpoint() + " names " + named +
-               " as master '" + options_.sentinel.master_name + "' (a switch announced while its " +
-               "link was down)");
+        const client_options& at = master_->current_address();
+        if (check->host == at.host && check->port == std::to_string(at.port)) return;
+        check->named_by = index;
+        confirm_master(check);
       },
       options_.connect_timeout);
+}
+
+void sentinel::confirm_master(const std::shared_ptr<master_check>& check) {
+  // Every sentinel but the one that named it; a sentinel that does not answer does not agree.
+  check->agree = 1;
+  check->waiting = sentinels_.size() - 1;
+  const auto decide = [this, check] {
+    if (check->waiting > 0 || stopped_) return;
+    const std::string named = check->host + ":" + check->port;
+    // Most of them, as Sentinel itself needs most of them to fail a master over.
+    if (check->agree < sentinels_.size() / 2 + 1) {
+      if (options_.on_log) {
+        core::log_sink(options_.on_log)
+            .emit(log_level::info, "master switch not confirmed",
+                  {{"master", options_.sentinel.master_name},
+                   {"sentinel", sentinel_options_[check->named_by]->endpoint()},
+                   {"named", named},
+                   {"agree", std::to_string(check->agree)}});
+      }
+      return;
+    }
+    if (options_.on_log) {
+      core::log_sink(options_.on_log)
+          .emit(log_level::warning, "master switch missed",
+                {{"master", options_.sentinel.master_name},
+                 {"sentinel", sentinel_options_[check->named_by]->endpoint()},
+                 {"named", named}});
+    }
+    first_asked_ = check->named_by;  // the reconnect asks a sentinel that names it first
+    follow(std::to_string(check->agree) + " of " + std::to_string(sentinels_.size()) +
+           " sentinels name " + named + " as master '" + options_.sentinel.master_name +
+           "' (a switch announced while the client's link to them was down)");
+  };
+  if (check->waiting == 0) return decide();
+  const std::string_view args[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+                                   options_.sentinel.master_name};
+  for (std::size_t i = 0; i < sentinels_.size(); ++i) {
+    if (i == check->named_by) continue;
+    sentinels_[i]->send(
+        args,
+        [check, decide](std::error_code ec, reply answer) {
+          std::string host;
+          std::string port;
+          if (read_address(ec, answer, host, port) && host == check->host && port == check->port) {
+            ++check->agree;
+          }
+          --check->waiting;
+          decide();
+        },
+        options_.connect_timeout);
+  }
 }
 
 bool sentinel::master_is_at(std::string_view payload) const {

@@ -9,7 +9,9 @@
 // to the new master: subscriptions are renewed (waiters re-check) and the lock engine re-checks
 // every hold (kept when the new master has it, reported lost when not). An announcement made
 // while the client's link to a sentinel was down is lost; once that link subscribes again, the
-// client asks the sentinel where the master is, and moves if it is elsewhere.
+// client asks the sentinel where the master is and, when it names another one, asks the others:
+// it moves if most of the sentinels name that one (a sentinel that missed a failover must not
+// move it back).
 #pragma once
 
 #include <asio.hpp>
@@ -59,9 +61,13 @@ class sentinel final : public topology {
   void resolve(net::connection::address_callback done);
   void ask(const std::shared_ptr<resolution>& r);
   void on_switch_message(std::string_view payload);
-  // Asks sentinel `index` where the master is, and follows when its answer is not the master
-  // link's address: its link was down, so an announcement may have been missed (I/O thread).
-  void check_master(std::size_t index);
+  // Asks sentinel `index` where the master is (again after a failure, `tries_left` in all): its
+  // link subscribed again, so an announcement may have been missed. When it names another
+  // master than the master link's, confirm_master() (I/O thread).
+  struct master_check;
+  void check_master(std::size_t index, int tries_left);
+  // Follows the master `check` names if most of the sentinels name it (I/O thread).
+  void confirm_master(const std::shared_ptr<master_check>& check);
   // Whether the master link uses the address a +switch-master announces (I/O thread).
   bool master_is_at(std::string_view payload) const;
   void follow(const std::string& why);
@@ -89,6 +95,7 @@ class sentinel final : public topology {
   // The sentinel asked first; moves on when the server a sentinel named is not a master, so a
   // sentinel with a stale view cannot keep the client from the master (I/O thread).
   std::size_t first_asked_ = 0;
+  bool resolved_ = false;  // a sentinel has named the master once (I/O thread)
   std::size_t last_answered_ = 0;
   link_listener link_listener_;  // I/O thread only
 };

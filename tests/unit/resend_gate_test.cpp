@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
+#include <thread>
 
 namespace dlock::route {
 namespace {
@@ -13,6 +15,12 @@ using namespace std::chrono_literals;
 
 // How long a withdraw() that must wait is watched not returning.
 constexpr auto still_waiting = 50ms;
+
+// Until withdraw() has begun on another thread (it marks the gate before it waits).
+void wait_until_withdrawing(resend_gate& gate) {
+  while (!gate.withdrawn())
+    std::this_thread::yield();
+}
 
 TEST(ResendGate, AnOpenGateLetsReSendsThroughAndAWithdrawnOneNone) {
   resend_gate gate;
@@ -39,6 +47,7 @@ TEST(ResendGate, WithdrawWaitsForAReSendBeingQueued) {
   auto turn = std::make_unique<resend_turn>(&gate);
   ASSERT_TRUE(turn->allowed());
   auto withdrawn = std::async(std::launch::async, [&] { gate.withdraw(); });
+  wait_until_withdrawing(gate);
   EXPECT_EQ(withdrawn.wait_for(still_waiting), std::future_status::timeout);
   turn.reset();
   withdrawn.get();
@@ -52,6 +61,7 @@ TEST(ResendGate, ANestedReSendKeepsTheGateHeldUntilTheOuterOneEnds) {
   auto outer = std::make_unique<resend_turn>(&gate);
   { const resend_turn inner(&gate); }
   auto withdrawn = std::async(std::launch::async, [&] { gate.withdraw(); });
+  wait_until_withdrawing(gate);
   EXPECT_EQ(withdrawn.wait_for(still_waiting), std::future_status::timeout);
   outer.reset();
   withdrawn.get();

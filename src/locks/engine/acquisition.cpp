@@ -71,9 +71,11 @@ void acquisition::start() {
 }
 
 void acquisition::start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes,
-                                bool holder_calls, std::optional<clock::time_point> attempt_sent) {
+                                bool holder_calls, std::optional<clock::time_point> attempt_sent,
+                                bool field_may_be_left) {
   if (!begin(true)) return;
   attempt_sent_ = attempt_sent;
+  field_may_be_left_ = field_may_be_left;
   holder_calls_ = holder_calls;
   // The blocking caller's attempt was one that may wait: it may have joined the server's line
   // (the fair lock's owners, the wait line of clients) or left a writer's intent, and must undo
@@ -87,9 +89,7 @@ void acquisition::stop() {
   // follows it at once on its link (it works even if the client cannot wait for the reply), and
   // the shutdown's drain waits for the reply, which gives back a hold whose release needs its
   // token (a plain lock's value): not left for its lease either way.
-  if (machine_.attempting() || retried_lost_link_) {  // (or about to try again after a loss)
-    engine_->release_orphan(key_);
-  }
+  if (machine_.attempting() || field_may_be_left_) engine_->release_orphan(key_);
   if (machine_.attempting()) {
     engine_->releases_->expect();
     stopped_mid_attempt_ = true;
@@ -178,10 +178,12 @@ void acquisition::send_attempt() {
   const auto sent_at = clock::now();
   attempt_sent_ = sent_at;
   try {
-    withdrew_releases_ = engine_->send_attempt(
+    // (On the I/O thread, as the reply: a reply handled inside the call failed it already.)
+    const bool withdrew = engine_->send_attempt(
         p_.lock, plan.owner, call,
         [self = shared_from_this(), plan, sent_at, others = request.others_waiting](
             std::error_code ec, const reply& r) { self->on_reply(plan, sent_at, others, ec, r); });
+    if (withdrew) field_may_be_left_ = true;
   } catch (const error& e) {
     finish(e.code(), e.detail(), false, used_wake_up);
   }
@@ -209,6 +211,7 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
     // failover. Try once more, soon, as the same owner: if the lost attempt did take the lock,
     // the lock script takes that hold over as a fresh one. Later failures end the wait.
     retried_lost_link_ = true;
+    field_may_be_left_ = true;
     const bool pending = in_queue_ && engine_->waiters_.has_wake_up(&waiter_);
     run(machine_.on_held(clock::now(), lost_link_retry_ms, pending, p_.cancel.stop_requested()));
     return;
@@ -216,12 +219,15 @@ void acquisition::on_reply(const attempt_plan& plan, clock::time_point sent_at, 
   if (ec) {
     // The script may have run and taken the lock after all: undone now, unless the owner held
     // it already (lock_engine::release_orphan), rather than left held until its lease ends. Not
-    // run, it cannot stand in for the releases it withdrew (lock_engine::send_attempt): the same.
-    if (attempt_may_have_run(ec) || withdrew_releases_) engine_->release_orphan(key_);
+    // run, it cannot stand in for an earlier attempt that may have run or for the releases it
+    // withdrew (lock_engine::send_attempt): the same.
+    if (attempt_may_have_run(ec) || field_may_be_left_) engine_->release_orphan(key_);
     const auto a = machine_.on_failed();
     finish(ec, detail, false, a.pass_wake_up);
     return;
   }
+  // It ran: it took the owner's field over, re-entered its hold or was refused, leaving none.
+  field_may_be_left_ = false;
   const bool cancel_requested = p_.cancel.stop_requested();
   if (outcome.status != attempt_outcome::kind::held_by_other) {
     if (!others_waiting) engine_->keep_place_in_line(waits_, &waiter_);

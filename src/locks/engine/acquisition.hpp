@@ -46,8 +46,10 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
   // whether its release calls this client on its own channel, attempt_outcome::holder_calls),
   // or the caller queues behind earlier waiters that saw that much left. `attempt_sent`: when
   // the caller's attempt was sent (nullopt: it made none).
+  // `field_may_be_left`: the caller's attempt may have left the owner's field (it was lost with
+  // its link), see field_may_be_left_.
   void start_waiting(std::int64_t ttl_ms, bool attempted, bool holder_publishes, bool holder_calls,
-                     std::optional<clock::time_point> attempt_sent);
+                     std::optional<clock::time_point> attempt_sent, bool field_may_be_left = false);
   // On the I/O thread: the client is stopping.
   void stop();
   // Not started because the client is stopped: on the calling thread.
@@ -83,7 +85,10 @@ class acquisition : public std::enable_shared_from_this<acquisition> {
                                       // or a writer's intent (protocol::leave_line())
   bool unconfirmed_ = false;          // the last attempt's hold was undone (too few replicas)
   bool retried_lost_link_ = false;    // an attempt lost with its link was tried again once
-  bool withdrew_releases_ = false;    // the last attempt withdrew releases (send_attempt)
+  // An earlier attempt may have left the owner's field on the server (it may have run without an
+  // answer, or it withdrew releases: lock_engine::send_attempt) and none has run since: a
+  // failure or a stop releases it (release_orphan).
+  bool field_may_be_left_ = false;
   std::string unconfirmed_why_;
   // When the latest attempt (this machine's or the blocking caller's) was sent: a wake-up heard
   // after it, before this waiter joined its queue, is not lost (wait_queues::join).

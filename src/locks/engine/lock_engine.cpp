@@ -394,6 +394,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
   bool calls = false;
   std::int64_t ttl = queued.value_or(-1);
   std::optional<clock::time_point> attempt_sent;
+  bool field_may_be_left = false;  // see acquisition::start_waiting
   if (!queued) {
     bool unconfirmed = false;
     attempt_outcome first;
@@ -414,6 +415,7 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
       }
       first.status = attempt_outcome::kind::held_by_other;
       first.holder_ttl_ms = 50;
+      field_may_be_left = true;
     }
     if (first.status != attempt_outcome::kind::held_by_other) {
       share.held = true;
@@ -442,8 +444,8 @@ bool lock_engine::acquire(const lock_ref& lock, std::uint64_t owner, const milli
         if (ec == errc::replicas_unavailable) return done({}, reply::make_integer(2));
         done(ec, ec ? reply::make_error(detail) : reply::make_integer(held ? 1 : 0));
       });
-  io_.post([machine, ttl, attempted, publishes, calls, attempt_sent] {
-    machine->start_waiting(ttl, attempted, publishes, calls, attempt_sent);
+  io_.post([machine, ttl, attempted, publishes, calls, attempt_sent, field_may_be_left] {
+    machine->start_waiting(ttl, attempted, publishes, calls, attempt_sent, field_may_be_left);
   });
   share.handed_over = true;  // the machine ends this call's use of the line
   const std::int64_t result = call.wait().integer;
