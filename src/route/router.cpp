@@ -19,10 +19,9 @@ using std::chrono::milliseconds;
 // A request follows at most this many MOVED/ASK replies: more means the map keeps changing
 // under it (or a misconfigured cluster sends it in circles).
 constexpr int max_redirections = 5;
-// TRYAGAIN, CLUSTERDOWN and unreachable nodes: the first retry after this, doubling to the cap,
-// while the request's timeout allows.
+// TRYAGAIN, CLUSTERDOWN and unreachable nodes: the first retry after this, doubling to
+// retry_delay_cap, while the request's timeout allows.
 constexpr milliseconds first_retry_delay{20};
-constexpr milliseconds retry_delay_cap{200};
 
 bool starts_with(const std::string& s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;

@@ -66,6 +66,9 @@ struct confirmation {
   std::chrono::milliseconds timeout{0};
 };
 
+// The longest delay between two of the router's own tries of a refused request.
+inline constexpr std::chrono::milliseconds retry_delay_cap{200};
+
 // How a request goes out; the defaults: in order, no confirmation, `done` on the I/O thread.
 struct send_options {
   bool urgent = false;     // ahead of everything not yet written (release retries)

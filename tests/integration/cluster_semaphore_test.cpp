@@ -22,7 +22,8 @@ using tools::redis_cluster;
 
 // Scheduling slack for timing assertions on a loaded 2-core CI machine.
 constexpr auto timing_slack = 500ms;
-// The router's longest delay between its own tries of a refused request (route/router.cpp).
+// route::retry_delay_cap (src/route/router.hpp, which brings Asio with it): the router's longest
+// delay between its own tries of a refused request.
 constexpr auto router_retry_cap = 200ms;
 // A watchdog lease short enough that "kept for three more leases" is quick to see.
 constexpr auto short_lease = 900ms;
