@@ -10,8 +10,7 @@
 // Thread-safe. A re-send holds the gate only while it queues the request on its link.
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
+#include <atomic>
 
 namespace dlock::route {
 
@@ -19,38 +18,38 @@ class resend_gate {
  public:
   // Before a re-send: false once withdrawn (the request is not sent again). After true,
   // end_resend() must follow once the request is queued.
-  bool begin_resend() {
-    const std::lock_guard lock(mutex_);
-    if (withdrawn_) return false;
-    ++resending_;
+  bool begin_resend() noexcept {
+    unsigned s = state_.load(std::memory_order_acquire);
+    do {
+      if ((s & withdrawn_bit) != 0) return false;
+    } while (!state_.compare_exchange_weak(s, s + one_resend, std::memory_order_acq_rel));
     return true;
   }
-  void end_resend() {
-    {
-      const std::lock_guard lock(mutex_);
-      --resending_;
-    }
-    queued_.notify_all();
+  void end_resend() noexcept {
+    const unsigned before = state_.fetch_sub(one_resend, std::memory_order_acq_rel);
+    if (before == (withdrawn_bit | one_resend)) state_.notify_all();  // the last, and waited for
   }
 
   // No re-send after this returns; waits for one that is being queued. Never call it from inside
-  // a re-send (between begin_resend() and end_resend() on this thread).
-  void withdraw() {
-    std::unique_lock lock(mutex_);
-    withdrawn_ = true;
-    queued_.wait(lock, [&] { return resending_ == 0; });
+  // a re-send (between begin_resend() and end_resend() on this thread). One atomic operation
+  // when none is being queued (the lock engine calls it before most attempts).
+  void withdraw() noexcept {
+    unsigned s = state_.fetch_or(withdrawn_bit, std::memory_order_acq_rel) | withdrawn_bit;
+    while (s != withdrawn_bit) {
+      state_.wait(s, std::memory_order_acquire);
+      s = state_.load(std::memory_order_acquire);
+    }
   }
 
-  bool withdrawn() {
-    const std::lock_guard lock(mutex_);
-    return withdrawn_;
+  bool withdrawn() const noexcept {
+    return (state_.load(std::memory_order_acquire) & withdrawn_bit) != 0;
   }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable queued_;
-  bool withdrawn_ = false;
-  int resending_ = 0;  // re-sends being queued (a completion run inside one may start another)
+  static constexpr unsigned withdrawn_bit = 1;
+  static constexpr unsigned one_resend = 2;  // re-sends being queued count in the other bits (a
+                                             // completion run inside one may start another)
+  std::atomic<unsigned> state_{0};
 };
 
 // begin_resend() for a scope: `allowed` says whether the re-send may go out.

@@ -235,7 +235,7 @@ void sentinel::check_master(std::size_t index, int tries_left) {
                                    options_.sentinel.master_name};
   sentinels_[index]->send(
       args,
-      [this, index, tries_left](std::error_code ec, reply answer) {
+      [this, index, tries_left](std::error_code ec, const reply& answer) {
         if (stopped_) return;
         auto check = std::make_shared<master_check>();
         if (!read_address(ec, answer, check->host, check->port)) {
@@ -292,7 +292,7 @@ void sentinel::confirm_master(const std::shared_ptr<master_check>& check) {
     if (i == check->named_by) continue;
     sentinels_[i]->send(
         args,
-        [check, decide](std::error_code ec, reply answer) {
+        [check, decide](std::error_code ec, const reply& answer) {
           std::string host;
           std::string port;
           if (read_address(ec, answer, host, port) && host == check->host && port == check->port) {
