@@ -1047,8 +1047,15 @@ void connection::take_caller_turn(caller_turn& turn) {
   end_turn(turn, r);
 }
 
+void connection::write_begins() noexcept {
+  if (writes_under_way_.fetch_add(1, std::memory_order_acq_rel) != 0)
+    overlapping_writes_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void connection::write_turn(caller_turn& turn, turn_reading& r) {
+  write_begins();
   r.wrote = write_all(turn.socket->fd, turn.bytes, turn.deadline, r.failure);
+  write_ends();
   bool kick_writer = false;
   {
     std::lock_guard lock(mutex_);
@@ -1232,6 +1239,10 @@ void connection::write() {
       write_scheduled_ = false;
       if (io_parked_) leave_reactor_if_idle();  // parked while this write was under way
     } else {
+      // The writer role is ours until this write's completion finds nothing more to write, even
+      // when no sender scheduled us (a kick that outlived the write it asked for, the handshake's
+      // completion): a caller that claimed the link meanwhile would write ahead of these bytes.
+      write_scheduled_ = true;
       queue_.take_unwritten(write_buffer_);
       deferred_ = false;
       rearm_read = std::exchange(io_parked_, false);  // these replies are ours to read
@@ -1241,9 +1252,11 @@ void connection::write() {
   if (write_buffer_.empty()) return;
   if (rearm_read) read();
   writing_ = true;
+  write_begins();
   transport_->async_write(
       asio::buffer(write_buffer_), [self = shared_from_this(), generation = generation_,
                                     t = transport_](std::error_code ec, std::size_t) {
+        self->write_ends();
         if (generation != self->generation_) return;
         self->writing_ = false;
         self->write_buffer_.clear();

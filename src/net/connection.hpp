@@ -156,6 +156,13 @@ class connection : public std::enable_shared_from_this<connection> {
     return soon_timer_arms_.load(std::memory_order_relaxed);
   }
 
+  // How often one thread began writing to the socket while another's write was under way (the
+  // writer role exists so that this never happens: the byte stream must follow the queue's
+  // order): for tests.
+  std::uint64_t overlapping_writes() const noexcept {
+    return overlapping_writes_.load(std::memory_order_relaxed);
+  }
+
   const client_options& options() const noexcept { return options_; }
   // The address this connection uses now (or tries next): options() or an alternative.
   const client_options& current_address() const noexcept;
@@ -306,6 +313,12 @@ class connection : public std::enable_shared_from_this<connection> {
   // Arms read_soon_timer_ to expire at `when` (outside mutex_); false if it cannot.
   bool arm_soon_timer(clock::time_point when);
   std::atomic<std::uint64_t> soon_timer_arms_{0};
+  // Writes to the socket under way (a caller's write_all, the I/O thread's async_write until its
+  // completion runs) and how often a second one began (see overlapping_writes()).
+  std::atomic<int> writes_under_way_{0};
+  std::atomic<std::uint64_t> overlapping_writes_{0};
+  void write_begins() noexcept;
+  void write_ends() noexcept { writes_under_way_.fetch_sub(1, std::memory_order_acq_rel); }
   clock::time_point caller_read_at_{};  // when a caller last read replies (see peek_after_quiet)
   // A caller read replies since the I/O thread last held the reader role (under mutex_): a
   // readiness wake that then finds nothing due came late, for bytes a caller read (see read()).

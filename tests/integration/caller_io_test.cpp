@@ -384,6 +384,69 @@ TEST(CallerIo, RepliesReachTheirRequestsWhenCallersAndTheIoThreadTakeTurnsReadin
   EXPECT_EQ(out_of_order, 0);
 }
 
+// The same on one link, with every kind of sender: callers that write and read, callers that
+// defer (releases) and senders that leave it all to the I/O thread. The socket must only ever
+// have one writer: a write of the I/O thread that no sender scheduled (a kick that outlived its
+// write, taking deferred requests) once let a caller write ahead of it, and two replies crossed.
+TEST(CallerIo, OnlyOneThreadWritesAtATimeWhateverTheSendersAsk) {
+  redis_server server;
+  link_under_test t(server.url());
+  bring_up(t);
+  constexpr int rounds = 4000;
+  std::atomic<int> wrong{0};
+  const auto expect_count = [&wrong](std::int64_t want) {
+    return [&wrong, want](std::error_code ec, reply r) {
+      if (ec || r.integer != want) ++wrong;
+    };
+  };
+  const auto incr = [&t](const std::string& key, net::completion done, caller c) {
+    const std::vector<std::string_view> args{"INCR", key};
+    t.link().send(args, std::move(done), 10s, false, c);
+  };
+  std::vector<std::thread> threads;
+  int sender = 0;
+  for (const caller c : {caller::waits, caller::waits, caller::writes, caller::leaves}) {
+    threads.emplace_back([&, c, key = unique_key("own" + std::to_string(++sender))] {
+      for (int i = 1; i <= rounds; ++i) {
+        if (c != caller::waits) {
+          incr(key, expect_count(i), c);
+          continue;
+        }
+        std::promise<void> done;
+        incr(
+            key,
+            [&, i](std::error_code ec, reply r) {
+              expect_count(i)(ec, std::move(r));
+              done.set_value();
+            },
+            c);
+        done.get_future().wait();
+      }
+    });
+  }
+  // A lock loop's shape: a deferred release, then the next acquisition, which waits.
+  threads.emplace_back([&, deferred = unique_key("deferred"), next = unique_key("next")] {
+    for (int i = 1; i <= rounds; ++i) {
+      incr(deferred, expect_count(i), caller::defers);
+      std::promise<void> done;
+      incr(
+          next,
+          [&, i](std::error_code ec, reply r) {
+            expect_count(i)(ec, std::move(r));
+            done.set_value();
+          },
+          caller::waits);
+      done.get_future().wait();
+    }
+  });
+  for (auto& th : threads)
+    th.join();
+  // Every reply has come back (the last ones of the senders that do not wait included).
+  ASSERT_EQ(t.call({"PING"}, caller::waits).first.str, "PONG");
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(t.link().overlapping_writes(), 0U);
+}
+
 // The I/O thread stops watching a link that callers read alone; a server that restarted meanwhile
 // must not cost the next call its request.
 TEST(CallerIo, AServerRestartedWhileTheLinkWasIdleIsNoticedBeforeTheNextCallWrites) {
