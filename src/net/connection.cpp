@@ -303,7 +303,6 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
   bool took_turn = false;
   bool flush_soon = false;  // deferred: the read-soon timer writes it unless a caller does first
   bool deferred_here = false;
-  clock::time_point flush_at{};
   std::shared_ptr<polled_reads::entry> polled_entry;
   if (c == caller::polls) {
     // Allocated before the turn is claimed: nothing may throw between the claim and the entry
@@ -321,8 +320,7 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
       if (!deferred_) deferred_at_ = now;
       deferred_ = true;
       deferred_here = true;
-      flush_at = deferred_at_ + flush_soon_delay;
-      flush_soon = soon_timer_needed_locked(now, flush_at);
+      flush_soon = !arm_soon_timer_locked(now, deferred_at_ + flush_soon_delay);
       if (deadline < armed_deadline_) {
         // Armed by the I/O thread when it next wakes (the flush timer wakes it at the latest).
         armed_deadline_ = deadline;
@@ -377,7 +375,7 @@ void connection::enqueue(std::span<const std::string_view> args, completion done
     refused(make_error_code(errc::client_stopped), reply::make_error("the client was stopped"));
     return;
   }
-  if (flush_soon && !arm_soon_timer(flush_at)) {
+  if (flush_soon) {  // the timer could not be armed
     asio::post(io_, [self = shared_from_this()] { self->flush_deferred(); });
   }
   if (deferred_here) return;
@@ -485,7 +483,11 @@ void connection::connect() {
   // connect_timeout covers finding the address too (a provider may ask other servers).
   connect_timer_.expires_after(options_.connect_timeout);
   connect_timer_.async_wait([self = shared_from_this(), generation](std::error_code ec) {
-    if (ec || generation != self->generation_) return;
+    // Not connecting any more: on_ready's cancel() came too late for an expiry that the same
+    // reactor pass queued behind the handshake's last reply. Failing the ready link then would
+    // keep its written requests for the next link (their replies would cross) or call them
+    // never sent.
+    if (ec || generation != self->generation_ || !self->connecting_) return;
     self->on_connect_failed(
         make_error_code(errc::connect_timeout),
         "no connection within " + std::to_string(self->options_.connect_timeout.count()) + " ms");
@@ -674,7 +676,6 @@ void connection::on_idle_watch(std::error_code ec, std::uint64_t generation) {
   // disturbed once per expiry (an early read would take the reader role from its callers).
   bool read_due = hang_up;
   bool flush_due = false;
-  bool rearm = false;
   clock::time_point next = clock::time_point::max();
   {
     const auto now = clock::now();
@@ -696,20 +697,20 @@ void connection::on_idle_watch(std::error_code ec, std::uint64_t generation) {
         next = std::min(next, due);
       }
     }
-    if (next != clock::time_point::max()) rearm = soon_timer_needed_locked(now, next);
+    if (next != clock::time_point::max() && !arm_soon_timer_locked(now, next))
+      read_due = flush_due = true;
   }
-  if (rearm && !arm_soon_timer(next)) read_due = flush_due = true;
   if (read_due) read_available();  // the unread replies, or the end of the stream
   if (flush_due) flush_deferred();
 }
 
-bool connection::arm_soon_timer(clock::time_point when) {
+bool connection::arm_soon_timer_locked(clock::time_point now, clock::time_point due) {
+  if (soon_timer_due_ > now && soon_timer_due_ <= due) return true;  // it expires in time
   soon_timer_arms_.fetch_add(1, std::memory_order_relaxed);
-  return arm_at(read_soon_timer_, when);
-}
-
-bool connection::soon_timer_needed_locked(clock::time_point now, clock::time_point due) {
-  if (soon_timer_due_ > now && soon_timer_due_ <= due) return false;  // it expires in time
+  if (!arm_at(read_soon_timer_, due)) {
+    soon_timer_due_ = clock::time_point::min();
+    return false;
+  }
   soon_timer_due_ = due;
   return true;
 }
@@ -993,13 +994,17 @@ bool connection::may_defer_locked(placement where) const {
   // the timer can wake the I/O thread.
   return where == placement::in_order && callers_may_do_io_ && state_ == state::ready &&
          shared_socket_ && read_soon_watched_ && !write_scheduled_ && !caller_writing_ &&
-         (!queue_.has_unwritten() || deferred_) && queue_.written() <= max_replies_ahead;
+         reader_failure_.empty() && (!queue_.has_unwritten() || deferred_) &&
+         queue_.written() <= max_replies_ahead;
 }
 
 bool connection::claim_caller_turn(caller c, placement where, caller_turn& turn) {
-  // Deferred requests do not stop a caller: it writes them ahead of its own.
+  // Deferred requests do not stop a caller: it writes them ahead of its own. A stream that a
+  // caller found broken (a failed write, a malformed reply) takes nothing more: the I/O thread
+  // tears the link down, and the request waits for the next one.
   if (c == caller::leaves || where != placement::in_order || !callers_may_do_io_ ||
       state_ != state::ready || !shared_socket_ || write_scheduled_ || caller_writing_ ||
+      !reader_failure_.empty() ||
       (queue_.has_unwritten() && !deferred_) || queue_.written() > max_replies_ahead ||
       io_.get_executor().running_in_this_thread()) {
     return false;
@@ -1018,9 +1023,10 @@ bool connection::claim_caller_turn(caller c, placement where, caller_turn& turn)
   turn.socket = shared_socket_;
   turn.epoch = link_epoch_;
   // Reading, the caller would complete its own request before earlier ones whose completions
-  // must wait for the I/O thread: it reads only behind requests whose completions run anywhere.
+  // must wait for the I/O thread: it reads only behind requests whose completions run anywhere,
+  // and once the I/O thread has run those a caller read for it (handed_over_).
   if ((c == caller::waits || c == caller::polls) && reader_ == reader::none &&
-      queue_.written_run_anywhere()) {
+      handed_over_.empty() && queue_.written_run_anywhere()) {
     reader_ = reader::caller;
     begin_reading_locked();
     turn.reads = true;
@@ -1060,12 +1066,14 @@ void connection::write_turn(caller_turn& turn, turn_reading& r) {
   {
     std::lock_guard lock(mutex_);
     caller_writing_ = false;
+    // The stream may hold part of the request: nothing more may follow it (see claim_caller_turn;
+    // end_turn wakes the I/O thread to tear the link down).
+    if (!r.wrote && turn.epoch == link_epoch_) reader_failure_ = r.failure;
     // Commands queued meanwhile (their senders saw the writer role taken) go out now.
-    if (state_ == state::ready && queue_.has_unwritten()) {
+    if (state_ == state::ready && queue_.has_unwritten() && reader_failure_.empty()) {
       write_scheduled_ = true;
       kick_writer = true;
     }
-    if (!r.wrote && turn.epoch == link_epoch_) reader_failure_ = r.failure;
   }
   if (kick_writer) asio::post(io_, [self = shared_from_this()] { self->write(); });
 }
@@ -1121,8 +1129,6 @@ void connection::end_turn(caller_turn& turn, turn_reading& r) {
   // Left before its reply came (a quorum had enough): like a request this caller did not read.
   const bool unread = r.wrote && !r.own_done && !r.stale && !r.left && r.failure.empty();
   bool wake_io_thread = !r.wrote;
-  bool read_soon = false;
-  clock::time_point read_at{};
   {
     std::lock_guard lock(mutex_);
     if (turn.reads) {
@@ -1154,14 +1160,12 @@ void connection::end_turn(caller_turn& turn, turn_reading& r) {
         const auto now = clock::now();
         if (!unread_left_) unread_left_at_ = now;
         unread_left_ = true;
-        read_at = unread_left_at_ + read_soon_delay;
-        read_soon = soon_timer_needed_locked(now, read_at);
+        if (!arm_soon_timer_locked(now, unread_left_at_ + read_soon_delay)) wake_io_thread = true;
       } else {
         wake_io_thread = true;
       }
     }
   }
-  if (read_soon && !arm_soon_timer(read_at)) wake_io_thread = true;
   if (wake_io_thread) asio::post(io_, [self = shared_from_this()] { self->read_available(); });
 }
 
@@ -1235,7 +1239,8 @@ void connection::write() {
     std::lock_guard lock(mutex_);
     if (caller_writing_) return;  // the caller kicks us again when it is done
     rearm_timer = std::exchange(timer_stale_, false);
-    if (state_ != state::ready || !queue_.has_unwritten()) {
+    // A broken stream (reader_failure_) is torn down by read_available; the next link writes.
+    if (state_ != state::ready || !queue_.has_unwritten() || !reader_failure_.empty()) {
       write_scheduled_ = false;
       if (io_parked_) leave_reactor_if_idle();  // parked while this write was under way
     } else {

@@ -307,11 +307,11 @@ class connection : public std::enable_shared_from_this<connection> {
   // When read_soon_timer_ expires: armed for the earliest of the two dues above and not moved
   // for later ones (the I/O thread arms it again when it expires early); min() if not armed.
   clock::time_point soon_timer_due_ = clock::time_point::min();
-  // Under mutex_: records that the timer expires at `due` and says whether it must be armed
-  // (false: it is armed already to expire no later).
-  bool soon_timer_needed_locked(clock::time_point now, clock::time_point due);
-  // Arms read_soon_timer_ to expire at `when` (outside mutex_); false if it cannot.
-  bool arm_soon_timer(clock::time_point when);
+  // Under mutex_: has the timer expire by `due`, arming it unless it expires in time already;
+  // false if it cannot be armed. Armed under the mutex (a system call, about once per delay, not
+  // per request) so that the timer always holds soon_timer_due_: two threads arming it outside
+  // the mutex could leave it armed for the earlier due, which expired, and the later one lost.
+  bool arm_soon_timer_locked(clock::time_point now, clock::time_point due);
   std::atomic<std::uint64_t> soon_timer_arms_{0};
   // Writes to the socket under way (a caller's write_all, the I/O thread's async_write until its
   // completion runs) and how often a second one began (see overlapping_writes()).

@@ -9,6 +9,8 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -47,7 +49,9 @@ constexpr auto polling_slack = 700ms;
 class link_under_test {
  public:
   explicit link_under_test(const std::string& url)
-      : options_(client_options::from_url(url)),
+      : link_under_test(client_options::from_url(url)) {}
+  explicit link_under_test(client_options options)
+      : options_(std::move(options)),
         link_(std::make_shared<net::connection>(io_, options_, nullptr)),
         guard_(asio::make_work_guard(io_)),
         io_thread_([this] { io_.run(); }) {
@@ -445,6 +449,73 @@ TEST(CallerIo, OnlyOneThreadWritesAtATimeWhateverTheSendersAsk) {
   ASSERT_EQ(t.call({"PING"}, caller::waits).first.str, "PONG");
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(t.link().overlapping_writes(), 0U);
+}
+
+// Whether an established loopback TCP socket whose local or remote port is `port` has bytes that
+// its process has not read yet (the kernel's /proc/net/tcp): `local` true for the server's side.
+bool unread_bytes_on(std::uint16_t port, bool local) {
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the header
+  while (std::getline(table, line)) {
+    unsigned local_port = 0;
+    unsigned remote_port = 0;
+    unsigned state = 0;
+    unsigned long tx = 0;
+    unsigned long rx = 0;
+    if (std::sscanf(line.c_str(), "%*d: %*8x:%x %*8x:%x %x %lx:%lx", &local_port, &remote_port,
+                    &state, &tx, &rx) != 5)
+      continue;
+    constexpr unsigned established = 1;
+    if (state == established && (local ? local_port : remote_port) == port && rx > 0) return true;
+  }
+  return false;
+}
+
+// A link whose handshake reply and connect timeout come in the same pass of the I/O thread's
+// reactor: the reply's handler runs first and the link is ready, so the timer's expiry, queued
+// behind it, must leave it be. It once failed the ready link as a connect timeout: the request
+// that went out with the link was reported never sent although the server had run it.
+TEST(CallerIo, AConnectTimeoutThatExpiresBehindTheHandshakesReplyLeavesTheReadyLinkBe) {
+  constexpr auto connect_timeout = 300ms;
+  // How much later than `connecting` the link's connect timer may be armed.
+  constexpr auto arming_slack = 200ms;
+  redis_server server;
+  client_options options = client_options::from_url(server.url());
+  options.connect_timeout = connect_timeout;
+  options.health_check_interval = 0ms;
+  // A stopped server: the kernel accepts the link and holds its handshake unread.
+  server.kill(SIGSTOP);
+  const auto connecting = std::chrono::steady_clock::now();
+  link_under_test t(options);
+  // A request that waits for the link; it goes out right behind the handshake's reply.
+  std::promise<std::pair<std::error_code, reply>> outcome;
+  const std::string key = unique_key("once");
+  const std::vector<std::string_view> incr{"INCR", key};
+  t.link().send(
+      incr, [&outcome](std::error_code ec, reply r) { outcome.set_value({ec, std::move(r)}); }, 10s);
+  ASSERT_TRUE(test::eventually([&] { return unread_bytes_on(server.port(), true); }))
+      << "the handshake did not reach the server's socket";
+  // The I/O thread is held while the server answers the handshake and the timeout passes.
+  auto hold = t.queue_hold();
+  t.wait_held(*hold);
+  server.kill(SIGCONT);
+  ASSERT_TRUE(test::eventually([&] { return unread_bytes_on(server.port(), false); }))
+      << "the handshake's replies did not reach the link's socket";
+  // The timer's own event is time.
+  std::this_thread::sleep_until(connecting + connect_timeout + arming_slack);
+  t.let_go(*hold);
+
+  auto result = outcome.get_future();
+  ASSERT_EQ(result.wait_for(10s), std::future_status::ready);
+  const auto [ec, r] = result.get();
+  EXPECT_FALSE(ec) << ec.message() << ": " << r.str;
+  EXPECT_EQ(r.integer, 1);
+  client admin{server.url()};
+  EXPECT_EQ(admin.command({"GET", key}).str, "1");
+  // The link stays up and in step.
+  EXPECT_EQ(t.call({"INCR", key}, caller::waits).first.integer, 2);
+  EXPECT_EQ(t.call({"INCR", key}, caller::leaves).first.integer, 3);
 }
 
 // The I/O thread stops watching a link that callers read alone; a server that restarted meanwhile
