@@ -562,6 +562,45 @@ TEST(CallerIo, AServerKilledUnderAReadingCallerFailsThatCallAtOnce) {
   EXPECT_EQ(c.command({"ECHO", "back"}).str, "back");
 }
 
+// A caller whose own write could not finish (a stopped server, full socket buffers) leaves the
+// stream with part of a command in it: nothing may follow it there. The next caller's request
+// waits for the link the I/O thread makes next and succeeds; it once claimed the broken link,
+// wrote behind the half command and failed with it.
+TEST(CallerIo, ARequestAfterACallersFailedWriteWaitsForTheNextLink) {
+  constexpr auto short_deadline = 300ms;
+  redis_server server;
+  link_under_test t(server.url());
+  bring_up(t);
+  // More than the loopback socket buffers of both ends hold.
+  const std::string big(std::size_t{48} << 20, 'x');
+  const std::string key = unique_key("after");
+  server.kill(SIGSTOP);
+  // The I/O thread is held, so that it cannot tear the link down before the next request.
+  auto hold = t.queue_hold();
+  t.wait_held(*hold);
+  std::promise<std::error_code> first;
+  const std::vector<std::string_view> set{"SET", unique_key("big"), big};
+  t.link().send(
+      set, [&first](std::error_code ec, reply) { first.set_value(ec); }, short_deadline, false,
+      caller::waits);  // returns once its write gave up
+  std::promise<std::pair<std::error_code, reply>> second;
+  const std::vector<std::string_view> incr{"INCR", key};
+  t.link().send(
+      incr, [&second](std::error_code ec, reply r) { second.set_value({ec, std::move(r)}); }, 10s,
+      false, caller::waits);
+  server.kill(SIGCONT);
+  t.let_go(*hold);
+  auto first_outcome = first.get_future();
+  ASSERT_EQ(first_outcome.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(first_outcome.get()) << "a write that gave up halfway succeeded";
+  auto second_outcome = second.get_future();
+  ASSERT_EQ(second_outcome.wait_for(10s), std::future_status::ready);
+  const auto [ec, r] = second_outcome.get();
+  EXPECT_FALSE(ec) << ec.message() << ": " << r.str;
+  EXPECT_EQ(r.integer, 1);
+  EXPECT_EQ(t.call({"INCR", key}, caller::waits).first.integer, 2);
+}
+
 // A caller that gives up at its deadline leaves the request to the I/O thread's timer; the late
 // reply is dropped, and the next call gets its own.
 TEST(CallerIo, ACallerThatTimesOutWhileReadingLeavesTheLinkInStep) {
