@@ -1004,9 +1004,8 @@ bool connection::claim_caller_turn(caller c, placement where, caller_turn& turn)
   // tears the link down, and the request waits for the next one.
   if (c == caller::leaves || where != placement::in_order || !callers_may_do_io_ ||
       state_ != state::ready || !shared_socket_ || write_scheduled_ || caller_writing_ ||
-      !reader_failure_.empty() ||
-      (queue_.has_unwritten() && !deferred_) || queue_.written() > max_replies_ahead ||
-      io_.get_executor().running_in_this_thread()) {
+      !reader_failure_.empty() || (queue_.has_unwritten() && !deferred_) ||
+      queue_.written() > max_replies_ahead || io_.get_executor().running_in_this_thread()) {
     return false;
   }
   if (io_parked_ && clock::now() - caller_read_at_ > peek_after_quiet) {

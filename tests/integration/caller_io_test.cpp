@@ -493,7 +493,11 @@ TEST(CallerIo, AConnectTimeoutThatExpiresBehindTheHandshakesReplyLeavesTheReadyL
   const std::string key = unique_key("once");
   const std::vector<std::string_view> incr{"INCR", key};
   t.link().send(
-      incr, [&outcome](std::error_code ec, reply r) { outcome.set_value({ec, std::move(r)}); }, 10s);
+      incr,
+      [&outcome](std::error_code ec, reply r) {
+        outcome.set_value({ec, std::move(r)});
+      },
+      10s);
   ASSERT_TRUE(test::eventually([&] { return unread_bytes_on(server.port(), true); }))
       << "the handshake did not reach the server's socket";
   // The I/O thread is held while the server answers the handshake and the timeout passes.
@@ -586,8 +590,11 @@ TEST(CallerIo, ARequestAfterACallersFailedWriteWaitsForTheNextLink) {
   std::promise<std::pair<std::error_code, reply>> second;
   const std::vector<std::string_view> incr{"INCR", key};
   t.link().send(
-      incr, [&second](std::error_code ec, reply r) { second.set_value({ec, std::move(r)}); }, 10s,
-      false, caller::waits);
+      incr,
+      [&second](std::error_code ec, reply r) {
+        second.set_value({ec, std::move(r)});
+      },
+      10s, false, caller::waits);
   server.kill(SIGCONT);
   t.let_go(*hold);
   auto first_outcome = first.get_future();
