@@ -769,12 +769,15 @@ void connection::on_link_error(std::error_code ec, const std::string& detail) {
   idle_watch_.reset();
   health_timer_.cancel();
   finished_list failed;
+  bool rearm_timer = false;
   {
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) return;
     state_ = state::connecting;
     write_scheduled_ = false;
     drop_shared_socket_locked();
+    // A deferred request's deadline waited for the flush timer, which went with the link.
+    rearm_timer = timer_stale_;
     failed.swap(handed_over_);  // replies read before the loss: they complete first, in order
     queue_.fail_written(ec, "connection to " + current_address().endpoint() + " lost: " + detail,
                         failed);
@@ -786,6 +789,7 @@ void connection::on_link_error(std::error_code ec, const std::string& detail) {
   }
   for (auto& f : failed)
     f.run();
+  if (rearm_timer) arm_timeout_timer();
   if (on_link_) on_link_(false);
 
   schedule_reconnect(next_reconnect_delay());  // the first retry after a working link is at once
@@ -1101,8 +1105,17 @@ bool connection::handle_buffered(caller_turn& turn, turn_reading& r) {
       } else if (!r.own_done) {
         --turn.replies_ahead;
       }
-      for (finished& f : out)
-        (own || f.any_thread ? here : r.for_io_thread).push_back(std::move(f));
+      // A completion for the I/O thread is handed over at once, under the mutex that matched
+      // it: a teardown meanwhile (on_link_error) then runs it before the requests it fails.
+      // Once one is, later ones follow it there, in stream order, whatever thread they allow.
+      for (finished& f : out) {
+        if (own || (f.any_thread && !r.handing_over)) {
+          here.push_back(std::move(f));
+        } else {
+          r.handing_over = true;
+          handed_over_.push_back(std::move(f));
+        }
+      }
     }
   }
   for (finished& f : here)
@@ -1135,8 +1148,6 @@ void connection::end_turn(caller_turn& turn, turn_reading& r) {
       // It read every reply ahead of its own: none left earlier waits any longer, unless a
       // writer left one behind its own meanwhile (then the timer stays the backstop).
       if (r.own_done && queue_.written() == 0) unread_left_ = false;
-      for (finished& f : r.for_io_thread)
-        handed_over_.push_back(std::move(f));
       if (!r.stale && !r.failure.empty() && link_epoch_ == turn.epoch) {
         reader_failure_ = r.failure;
       }
@@ -1290,6 +1301,9 @@ void connection::on_timeout_timer() {
   {
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) return;
+    // Completions a caller read ahead of these go first: a reply that came in time must not be
+    // seen after the timeout of a request behind it (a script's WAIT, say).
+    expired.swap(handed_over_);
     // A request that never left because the server cannot be reached says why.
     queue_.expire(clock::now(), expired,
                   state_ == state::ready ? std::string_view() : std::string_view(last_failure_));

@@ -203,7 +203,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void take_caller_turn(caller_turn& turn);
   // take_caller_turn's steps, which polled_reads takes for several links at once.
   struct turn_reading {
-    finished_list for_io_thread;  // completions of earlier replies, for the I/O thread
+    bool handing_over = false;  // a completion of this turn went to handed_over_
     bool wrote = false;
     bool own_done = false;  // the turn's own reply was handled
     bool stale = false;     // the link was torn down meanwhile

@@ -93,7 +93,12 @@ deployment::~deployment() {
 
 void deployment::stop() {
   if (stopped_.exchange(true)) return;
-  asio::post(io_, [this] { deferred_timer_.cancel(); });
+  // Requests held for the first server's answer go out now, to meet the stopped connections:
+  // each completes (client_stopped) instead of never.
+  asio::post(io_, [this] {
+    deferred_timer_.cancel();
+    resume_deferred();
+  });
   seed_->stop();
   classic_->stop();
   sharded_->stop();

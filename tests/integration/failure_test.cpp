@@ -150,6 +150,24 @@ TEST(Failure, SilentServerGivesConnectTimeout) {
   EXPECT_LT(took, o.connect_timeout + timing_slack);
 }
 
+// A keyed request waits for the first server's answer (one server or a cluster?). A client
+// destroyed before it came still completes that request, with client_stopped: it was once
+// left in the router's list and its handler never ran.
+TEST(Failure, ARequestHeldForTheFirstAnswerCompletesWhenTheClientIsDestroyed) {
+  silent_listener silent;
+  client_options o;
+  o.port = silent.port();
+  o.connect_timeout = 10s;  // the answer, or the timeout, must not come first
+  std::future<reply> held;
+  {
+    client c{o};
+    held = c.async_command({"GET", "key"});
+  }
+  ASSERT_EQ(held.wait_for(timing_slack), std::future_status::ready)
+      << "the request never completed";
+  EXPECT_EQ(error_of([&] { held.get(); }), errc::client_stopped);
+}
+
 TEST(Failure, SlowCommandBeyondTheRequestTimeoutTimesOutAndLaterRepliesStayMatched) {
   redis_server server;
   client_options o = client_options::from_url(server.url());
