@@ -148,7 +148,8 @@ class connection : public std::enable_shared_from_this<connection> {
   void reconnect(std::string reason);
 
   // Push mode: queues a command whose answers arrive as push messages. Dropped if the link is
-  // lost before it is written; the link handler is told, so the caller can send again.
+  // lost before it is written (the link handler is told, so the caller can send again); queued
+  // while no link is up, it goes out first on the next one, before the link handler runs.
   void send_unmatched(std::span<const std::string_view> args);
 
   // How often the read-soon timer was armed (a system call each): for tests and diagnostics.
