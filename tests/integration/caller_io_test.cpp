@@ -583,7 +583,8 @@ TEST(CallerIo, ARequestAfterACallersFailedWriteWaitsForTheNextLink) {
   auto hold = t.queue_hold();
   t.wait_held(*hold);
   std::promise<std::error_code> first;
-  const std::vector<std::string_view> set{"SET", unique_key("big"), big};
+  const std::string big_key = unique_key("big");
+  const std::vector<std::string_view> set{"SET", big_key, big};
   t.link().send(
       set, [&first](std::error_code ec, reply) { first.set_value(ec); }, short_deadline, false,
       caller::waits);  // returns once its write gave up
