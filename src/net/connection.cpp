@@ -1029,7 +1029,7 @@ bool connection::claim_caller_turn(caller c, placement where, caller_turn& turn)
   // must wait for the I/O thread: it reads only behind requests whose completions run anywhere,
   // and once the I/O thread has run those a caller read for it (handed_over_).
   if ((c == caller::waits || c == caller::polls) && reader_ == reader::none &&
-      handed_over_.empty() && queue_.written_run_anywhere()) {
+      handed_over_.empty() && !handed_running_ && queue_.written_run_anywhere()) {
     reader_ = reader::caller;
     begin_reading_locked();
     turn.reads = true;
@@ -1302,8 +1302,10 @@ void connection::on_timeout_timer() {
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) return;
     // Completions a caller read ahead of these go first: a reply that came in time must not be
-    // seen after the timeout of a request behind it (a script's WAIT, say).
+    // seen after the timeout of a request behind it (a script's WAIT, say). Until they have run,
+    // no caller may read (its own would run first: see claim_caller_turn).
     expired.swap(handed_over_);
+    handed_running_ = !expired.empty();
     // A request that never left because the server cannot be reached says why.
     queue_.expire(clock::now(), expired,
                   state_ == state::ready ? std::string_view() : std::string_view(last_failure_));
@@ -1311,6 +1313,10 @@ void connection::on_timeout_timer() {
   }
   for (auto& f : expired)
     f.run();
+  if (handed_running_) {
+    std::lock_guard lock(mutex_);
+    handed_running_ = false;
+  }
   arm_timeout_timer();
 }
 

@@ -330,8 +330,9 @@ class connection : public std::enable_shared_from_this<connection> {
   void flush_deferred();
   std::uint64_t link_epoch_ = 0;                  // bumps when a link is torn down
   std::shared_ptr<shared_socket> shared_socket_;  // while ready
-  finished_list handed_over_;   // read by a caller, to run on the I/O thread, in order
-  std::string reader_failure_;  // a caller found the stream broken: what (for the I/O thread)
+  finished_list handed_over_;    // read by a caller, to run on the I/O thread, in order
+  bool handed_running_ = false;  // the timeout timer runs completions taken from handed_over_
+  std::string reader_failure_;   // a caller found the stream broken: what (for the I/O thread)
 
   // I/O thread only.
   std::uint64_t generation_ = 0;  // bumps on every new link; stale callbacks compare and leave
@@ -393,14 +394,18 @@ class polled_reads {
   // The links whose turn the caller took (it wrote their requests).
   std::size_t size() const noexcept { return entries_.size(); }
 
+  // `done`, which also wakes read_until() when it runs on another thread than the caller's:
+  // `enough()` may hold through it. connection::send wraps what it is given; a sender whose
+  // request may complete through another one (the router's EVAL after NOSCRIPT, a request that
+  // took no link's turn) wraps the completion it owes the caller as well. Calling thread.
+  completion signalling(completion done);
+
  private:
   friend class connection;
   struct entry;
   // Wakes read_until() when a reply of its requests completes on another thread (the I/O thread,
-  // or another caller reading that link): `enough()` may hold through it.
+  // or another caller reading that link).
   struct elsewhere_signal;
-  // `done`, which also signals when it runs on another thread than the caller's.
-  completion signalling(completion done);
 
   std::vector<std::shared_ptr<entry>> entries_;
   std::shared_ptr<elsewhere_signal> signal_;  // made by the first request

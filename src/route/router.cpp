@@ -173,6 +173,10 @@ reply confirmed(reply script_reply, std::error_code wait_error, reply wait_reply
 void router::eval(target to, const script& s, std::span<const std::string_view> keys,
                   std::span<const std::string_view> args, std::chrono::milliseconds timeout,
                   net::completion done, const send_options& options) {
+  // A polling caller must hear of the completion wherever it comes from: the EVAL sent after
+  // NOSCRIPT, or a request routed without taking a link's turn, completes on the I/O thread
+  // (the connection wraps only what it is given, here the fallback).
+  if (options.polled != nullptr && done) done = options.polled->signalling(std::move(done));
   const std::string numkeys = std::to_string(keys.size());
   if (mode() != topology::mode::single || follows_failovers_ || options.confirm.replicas > 0 ||
       servers_->holding()) {
