@@ -1297,21 +1297,21 @@ void connection::arm_timeout_timer() {
 }
 
 void connection::on_timeout_timer() {
-  finished_list expired;
+  finished_list due;
   {
     std::lock_guard lock(mutex_);
     if (state_ == state::stopped) return;
     // Completions a caller read ahead of these go first: a reply that came in time must not be
     // seen after the timeout of a request behind it (a script's WAIT, say). Until they have run,
     // no caller may read (its own would run first: see claim_caller_turn).
-    expired.swap(handed_over_);
-    handed_running_ = !expired.empty();
+    due.swap(handed_over_);
+    handed_running_ = !due.empty();
     // A request that never left because the server cannot be reached says why.
-    queue_.expire(clock::now(), expired,
+    queue_.expire(clock::now(), due,
                   state_ == state::ready ? std::string_view() : std::string_view(last_failure_));
     armed_deadline_ = queue_.next_deadline().value_or(clock::time_point::max());
   }
-  for (auto& f : expired)
+  for (auto& f : due)
     f.run();
   if (handed_running_) {
     std::lock_guard lock(mutex_);

@@ -407,24 +407,28 @@ TEST(CallerIo, OnlyOneThreadWritesAtATimeWhateverTheSendersAsk) {
     const std::vector<std::string_view> args{"INCR", key};
     t.link().send(args, std::move(done), 10s, false, c);
   };
+  // caller::waits: returns once the reply has been checked.
+  const auto incr_and_wait = [&](const std::string& key, std::int64_t want) {
+    std::promise<void> done;
+    incr(
+        key,
+        [&, want](std::error_code ec, reply r) {
+          expect_count(want)(ec, std::move(r));
+          done.set_value();
+        },
+        caller::waits);
+    done.get_future().wait();
+  };
   std::vector<std::thread> threads;
   int sender = 0;
   for (const caller c : {caller::waits, caller::waits, caller::writes, caller::leaves}) {
     threads.emplace_back([&, c, key = unique_key("own" + std::to_string(++sender))] {
       for (int i = 1; i <= rounds; ++i) {
-        if (c != caller::waits) {
+        if (c == caller::waits) {
+          incr_and_wait(key, i);
+        } else {
           incr(key, expect_count(i), c);
-          continue;
         }
-        std::promise<void> done;
-        incr(
-            key,
-            [&, i](std::error_code ec, reply r) {
-              expect_count(i)(ec, std::move(r));
-              done.set_value();
-            },
-            c);
-        done.get_future().wait();
       }
     });
   }
@@ -432,15 +436,7 @@ TEST(CallerIo, OnlyOneThreadWritesAtATimeWhateverTheSendersAsk) {
   threads.emplace_back([&, deferred = unique_key("deferred"), next = unique_key("next")] {
     for (int i = 1; i <= rounds; ++i) {
       incr(deferred, expect_count(i), caller::defers);
-      std::promise<void> done;
-      incr(
-          next,
-          [&, i](std::error_code ec, reply r) {
-            expect_count(i)(ec, std::move(r));
-            done.set_value();
-          },
-          caller::waits);
-      done.get_future().wait();
+      incr_and_wait(next, i);
     }
   });
   for (auto& th : threads)
